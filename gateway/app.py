@@ -1,0 +1,123 @@
+"""``create_app``: builds the litestar app from settings; clients open once in the lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from litestar import Litestar, Request, Response, get
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+
+from . import __version__
+from .clock import Clock, SystemClock
+from .config import Settings
+from .errors import MemgateError, error_body
+from .metrics import Metrics
+from .pipeline import MemoryPipeline, NoMemory
+from .proxy import chat_completions, passthrough
+from .store import Store
+from .upstream import Upstream
+
+log = structlog.get_logger("memgate")
+
+
+def _memgate_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, MemgateError)
+    return Response(exc.to_body(), status_code=exc.status_code)
+
+
+def _http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}.get(
+        status, "invalid_request_error" if status < 500 else "server_error"
+    )
+    return Response(
+        error_body(str(exc.detail), kind, None, f"http_{status}"),
+        status_code=status,
+        headers=exc.headers,
+    )
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.error("unhandled_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
+    return Response(
+        error_body(
+            "memgate hit an internal error; the request was not completed.",
+            "server_error",
+            None,
+            "internal_error",
+        ),
+        status_code=500,
+    )
+
+
+@get("/healthz", include_in_schema=False)
+async def healthz() -> dict[str, str]:
+    """Process up."""
+    return {"status": "ok"}
+
+
+@get("/readyz", include_in_schema=False)
+async def readyz(state: State) -> Response[dict[str, Any]]:
+    """Redis and the memory index reachable."""
+    report = await state.store.readiness()
+    ok = bool(report.get("redis"))
+    return Response(
+        {"status": "ok" if ok else "unavailable", **report}, status_code=200 if ok else 503
+    )
+
+
+@get("/metrics", include_in_schema=False)
+async def metrics_endpoint(state: State) -> Response[bytes]:
+    payload, content_type = state.metrics.render()
+    return Response(payload, media_type=content_type)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    redis_url: str,
+    clock: Clock | None = None,
+    memory: MemoryPipeline | None = None,
+) -> Litestar:
+    """Build the gateway. ``redis_url`` is resolved by the caller (external or embedded)."""
+    the_clock = clock or SystemClock()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        store = Store(redis_url)
+        upstream = Upstream(settings)
+        try:
+            await store.check_query_engine()
+            app.state.store = store
+            app.state.upstream = upstream
+            yield
+        finally:
+            await upstream.aclose()
+            await store.aclose()
+
+    state = State(
+        {
+            "settings": settings,
+            "clock": the_clock,
+            "metrics": Metrics(__version__),
+            "memory": memory or NoMemory(),
+        }
+    )
+    return Litestar(
+        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_endpoint],
+        lifespan=[lifespan],
+        state=state,
+        exception_handlers={
+            MemgateError: _memgate_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
+        debug=False,
+    )

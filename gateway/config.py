@@ -1,0 +1,87 @@
+"""Settings, read once from ``MEMGATE_*`` environment variables and passed in.
+
+Tests build their own ``Settings`` instead of patching globals; every variable the gateway
+reads is a field here, so the README table and the deploy files can be checked against it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_data_dir
+
+ENV_PREFIX = "MEMGATE_"
+
+
+def _default_data_dir() -> str:
+    return user_data_dir("memgate", appauthor=False)
+
+
+@dataclass(frozen=True)
+class Settings:
+    upstream_url: str = "https://api.openai.com/v1"
+    """Base URL of the OpenAI-compatible upstream, including its ``/v1``."""
+    upstream_api_key: str | None = None
+    """When set, replaces the client's bearer key on the way upstream."""
+    redis_url: str | None = None
+    """External Redis 8 / Redis Stack 7.4+; unset starts the embedded Redis."""
+    data_dir: str = field(default_factory=_default_data_dir)
+    """Where the embedded Redis keeps its append-only file."""
+    admin_token: str | None = None
+    """Bearer token for the admin API and page; unset disables admin access."""
+    log_level: str = "info"
+    """debug, info, warning or error."""
+    policy: str | None = None
+    """Path to a policy YAML file; unset uses ``policies/default.yaml``."""
+    embeddings: str = "local"
+    """``local`` (offline multilingual USE) or ``upstream`` (the upstream's /v1/embeddings)."""
+    embeddings_model: str = "text-embedding-3-small"
+    """Model name used when ``embeddings=upstream``."""
+    connect_timeout: float = 10.0
+    """Seconds to establish a connection to the upstream."""
+    read_timeout: float = 600.0
+    """Seconds to wait for a non-streamed upstream response (or its next bytes)."""
+    stream_read_timeout: float = 600.0
+    """Longest gap, in seconds, allowed between two chunks of a streamed response."""
+    log_content: bool = False
+    """Log message contents (off: only sizes, ids and timings are logged)."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        env = dict(os.environ if env is None else env)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f.name, f.type, raw)
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser()
+
+
+def env_var_names() -> list[str]:
+    return [ENV_PREFIX + f.name.upper() for f in fields(Settings)]
+
+
+def _coerce(name: str, type_name: Any, raw: str) -> Any:
+    text = str(type_name)
+    try:
+        if text.startswith("float"):
+            return float(raw)
+        if text.startswith("bool"):
+            lowered = raw.strip().lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+    except ValueError:
+        raise SystemExit(f"memgate: bad value for {ENV_PREFIX}{name.upper()}: {raw!r}") from None
+    return raw

@@ -1,0 +1,139 @@
+"""Who is asking: the one place that turns headers and body into an ``Identity``.
+
+Later stages (recall, mining, the memory API) receive the ``Identity`` and never read
+identity headers themselves, so tenancy rules live here only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import InvalidIdentity
+
+MemoryMode = Literal["on", "off", "dry-run"]
+MODES: tuple[MemoryMode, ...] = ("on", "off", "dry-run")
+
+USER_HEADER = "x-memory-user"
+PROJECT_HEADER = "x-project-id"
+MODE_HEADER = "x-memory-mode"
+TENANT_HEADER = "x-memory-tenant"
+
+# Ids end up in Redis keys and tag filters: a conservative charset keeps them boring.
+_USER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]{0,127}")
+_PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TENANT_HASH_CHARS = 24
+ANONYMOUS_TENANT = "anonymous"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    tenant: str
+    user: str
+    project_id: str | None
+    mode: MemoryMode
+    trace_id: str
+    is_admin: bool = False
+
+
+def new_trace_id() -> str:
+    return "tr_" + uuid.uuid4().hex
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    value = headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def tenant_for_key(key: str | None) -> str:
+    """Two keys never share memories: the tenant is a truncated SHA-256 of the bearer key."""
+    if not key:
+        return ANONYMOUS_TENANT
+    return hashlib.sha256(key.encode()).hexdigest()[:TENANT_HASH_CHARS]
+
+
+def resolve(
+    headers: Mapping[str, str],
+    body: Mapping[str, Any] | None = None,
+    *,
+    admin_token: str | None = None,
+) -> Identity:
+    key = bearer_token(headers)
+    is_admin = bool(admin_token) and key == admin_token
+    tenant = tenant_for_key(key)
+    if is_admin and (override := headers.get(TENANT_HEADER)):
+        tenant = _check(override, _TENANT_RE, TENANT_HEADER)
+    return Identity(
+        tenant=tenant,
+        user=_resolve_user(headers, body),
+        project_id=_resolve_project(headers),
+        mode=_resolve_mode(headers),
+        trace_id=new_trace_id(),
+        is_admin=is_admin,
+    )
+
+
+def _resolve_user(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str:
+    header = headers.get(USER_HEADER)
+    if header is not None:
+        return _check(header, _USER_RE, USER_HEADER)
+    if body:
+        for field in ("safety_identifier", "user"):
+            value = body.get(field)
+            if isinstance(value, str) and value:
+                # Body ids come from apps that never heard of memgate: rather than reject
+                # their request, map an id outside our charset to a stable hash of it.
+                if _USER_RE.fullmatch(value):
+                    return value
+                return "h-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+    return "default"
+
+
+def _resolve_project(headers: Mapping[str, str]) -> str | None:
+    value = headers.get(PROJECT_HEADER)
+    if value is None or value == "":
+        return None
+    return _check(value, _PROJECT_RE, PROJECT_HEADER)
+
+
+def _resolve_mode(headers: Mapping[str, str]) -> MemoryMode:
+    value = headers.get(MODE_HEADER)
+    if value is None or value == "":
+        return "on"
+    lowered = value.strip().lower()
+    for mode in MODES:
+        if lowered == mode:
+            return mode
+    raise InvalidIdentity(
+        f"Invalid X-Memory-Mode {value[:40]!r}: expected one of on, off, dry-run.",
+        param=MODE_HEADER,
+    )
+
+
+def _check(value: str, pattern: re.Pattern[str], header: str) -> str:
+    if pattern.fullmatch(value):
+        return value
+    raise InvalidIdentity(
+        f"Invalid {_pretty(header)} header: use 1-{_max_len(pattern)} characters from "
+        "letters, digits and . _ - (and @ + : for users), starting with a letter or digit.",
+        param=header,
+    )
+
+
+def _pretty(header: str) -> str:
+    return "-".join(part.capitalize() if part != "id" else "Id" for part in header.split("-"))
+
+
+def _max_len(pattern: re.Pattern[str]) -> int:
+    match = re.search(r"\{0,(\d+)\}", pattern.pattern)
+    return int(match.group(1)) + 1 if match else 0

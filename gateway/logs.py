@@ -1,0 +1,36 @@
+"""structlog set-up: JSON lines, context variables first, one summary line per request."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+def configure_logging(level: str = "info") -> None:
+    numeric = _LEVELS.get(level.lower())
+    if numeric is None:
+        raise SystemExit(
+            f"memgate: bad MEMGATE_LOG_LEVEL {level!r}: use one of {', '.join(_LEVELS)}"
+        )
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )

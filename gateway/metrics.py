@@ -1,0 +1,350 @@
+"""Prometheus metrics for memgate.
+
+Every metric lives on a :class:`Metrics` instance that owns its own
+``CollectorRegistry``, so several apps (tests) can coexist in one process and
+``GET /metrics`` serves exactly this app's series via :meth:`Metrics.render`.
+
+Naming follows Prometheus conventions: one ``memgate_`` prefix, base units
+(seconds), ``_total`` for counters, ``_seconds`` for duration histograms.
+Labels are few and bounded: never a user, tenant or project id. The allowed
+values of each label are the tuples below; the ``normalize_*`` helpers map
+anything unexpected onto a bounded fallback so a bug can't explode cardinality.
+
+Small label sets are pre-initialised to zero so ``rate()`` and the dashboards
+return data (zeros) before the first event.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+# The ``*_created`` companion series double the series count and nothing here uses them.
+disable_created_metrics()
+
+# --- bounded label values -------------------------------------------------------------------
+
+ROUTES = ("chat", "passthrough", "memory_api", "admin", "other")
+# Routes that call the upstream LLM (upstream latency / time to first byte).
+UPSTREAM_ROUTES = ("chat", "passthrough")
+MEMORY_MODES = ("on", "off", "dry-run", "none")
+STREAM_VALUES = ("true", "false")
+RECALL_STAGES = ("embed", "search", "filter", "total")
+DROP_REASONS = (
+    "expired",
+    "scope",
+    "source",
+    "threshold",
+    "superseded",
+    "conflict",
+    "sensitivity",
+    "limit",
+    "budget",
+    "paused",
+)
+CANDIDATE_OUTCOMES = (
+    "queued",
+    "refused_sensitive",
+    "refused_one_time",
+    "refused_inference",
+    "duplicate",
+    "rejected_before",
+    "invalid",
+)
+CANDIDATE_DECISIONS = ("confirmed", "rejected", "edited")
+MEMORY_STATUSES = ("active", "superseded", "archived")
+UPSTREAM_ERROR_KINDS = ("connect", "timeout", "stream_cut", "http_4xx", "http_5xx")
+BACKEND_COMPONENTS = ("redis", "embedder", "miner")
+
+# --- buckets --------------------------------------------------------------------------------
+
+# Whole-request and upstream latency: LLM calls can take minutes.
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+    120.0, 300.0, 600.0,
+)  # fmt: skip
+# Time the gateway itself adds, and recall stages: fine-grained, sub-millisecond up.
+FINE_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)  # fmt: skip
+# Memories injected into one request.
+COUNT_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+
+_PREFIX = "memgate_"
+
+
+def _pick(value: object, allowed: tuple[str, ...], fallback: str) -> str:
+    text = str(value)
+    return text if text in allowed else fallback
+
+
+def normalize_route(route: str | None) -> str:
+    """A route label from ``ROUTES``; anything unknown becomes ``other``."""
+    return _pick(route, ROUTES, "other")
+
+
+def normalize_memory_mode(mode: str | None) -> str:
+    """A memory_mode label from ``MEMORY_MODES``; anything unknown becomes ``none``."""
+    return _pick(mode, MEMORY_MODES, "none")
+
+
+def normalize_code(code: int | str) -> str:
+    """An HTTP status code as a label: ``"200"``; anything that is not 100..599 is ``"other"``."""
+    try:
+        number = int(code)
+    except (TypeError, ValueError):
+        return "other"
+    return str(number) if 100 <= number <= 599 else "other"
+
+
+def stream_label(stream: bool | str) -> str:
+    """``"true"`` / ``"false"`` for the stream label."""
+    if isinstance(stream, str):
+        return "true" if stream.lower() == "true" else "false"
+    return "true" if stream else "false"
+
+
+def upstream_error_kind_for_status(status: int) -> str:
+    """``http_4xx`` or ``http_5xx`` for an upstream HTTP error status."""
+    return "http_5xx" if status >= 500 else "http_4xx"
+
+
+class Metrics:
+    """All memgate metrics, registered on a private ``CollectorRegistry``.
+
+    Attributes are the ``prometheus_client`` metric objects; use them directly, e.g.
+    ``metrics.requests.labels(route="chat", code="200", memory_mode="on").inc()`` or
+    ``metrics.recall_duration.labels(stage="embed").observe(0.004)``.
+    """
+
+    def __init__(self, version: str, registry: CollectorRegistry | None = None) -> None:
+        self.version = version
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = _PREFIX
+
+        # --- traffic and latency ---
+        self.requests = Counter(
+            p + "requests_total",
+            "HTTP requests handled, by route, response status code and memory mode.",
+            ["route", "code", "memory_mode"],
+            registry=r,
+        )
+        self.request_duration = Histogram(
+            p + "request_duration_seconds",
+            "Whole-request latency as seen by the gateway (to the last byte of the response).",
+            ["route", "stream"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_duration = Histogram(
+            p + "upstream_duration_seconds",
+            "Latency of the upstream LLM call (to the last byte of the upstream response).",
+            ["route", "stream"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.overhead_duration = Histogram(
+            p + "overhead_duration_seconds",
+            "Time the gateway adds to a request (request duration minus upstream duration).",
+            ["route"],
+            buckets=FINE_BUCKETS,
+            registry=r,
+        )
+        self.ttfb = Histogram(
+            p + "time_to_first_byte_seconds",
+            "Time from request start to the first response byte sent to the client.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+
+        # --- recall ---
+        self.recall_duration = Histogram(
+            p + "recall_duration_seconds",
+            "Memory recall latency by stage (embed, search, filter, total).",
+            ["stage"],
+            buckets=FINE_BUCKETS,
+            registry=r,
+        )
+        self.memories_injected = Histogram(
+            p + "memories_injected",
+            "Memories injected into one chat request.",
+            buckets=COUNT_BUCKETS,
+            registry=r,
+        )
+        self.injected_tokens = Counter(
+            p + "injected_tokens_total",
+            "Prompt tokens added by injected memories.",
+            registry=r,
+        )
+        self.prompt_tokens = Counter(
+            p + "prompt_tokens_total",
+            "Prompt tokens reported by the upstream (usage.prompt_tokens).",
+            registry=r,
+        )
+        self.completion_tokens = Counter(
+            p + "completion_tokens_total",
+            "Completion tokens reported by the upstream (usage.completion_tokens).",
+            registry=r,
+        )
+        self.recall_dropped = Counter(
+            p + "recall_dropped_total",
+            "Recalled memories dropped before injection, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.conflicts = Counter(
+            p + "conflicts_total",
+            "Conflicting memories detected at recall or write time.",
+            registry=r,
+        )
+        self.corrections = Counter(
+            p + "corrections_total",
+            "Corrections of remembered facts (a user said a recalled memory was wrong).",
+            registry=r,
+        )
+
+        # --- candidates (memory writes) ---
+        self.candidates = Counter(
+            p + "candidates_total",
+            "Memory candidates proposed by the miner, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.candidate_decisions = Counter(
+            p + "candidate_decisions_total",
+            "Decisions on queued memory candidates, by decision.",
+            ["decision"],
+            registry=r,
+        )
+        self.pending_candidates = Gauge(
+            p + "pending_candidates",
+            "Memory candidates waiting for a decision (sampled).",
+            registry=r,
+        )
+        self.memories = Gauge(
+            p + "memories",
+            "Stored memories by status (sampled).",
+            ["status"],
+            registry=r,
+        )
+
+        # --- errors and build ---
+        self.upstream_errors = Counter(
+            p + "upstream_errors_total",
+            "Failed upstream calls, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.backend_errors = Counter(
+            p + "backend_errors_total",
+            "Errors in memory backends, by component.",
+            ["component"],
+            registry=r,
+        )
+        self.build_info = Gauge(
+            p + "build_info",
+            "Build information; the value is always 1.",
+            ["version"],
+            registry=r,
+        )
+        self.build_info.labels(version=version).set(1)
+
+        self._preinitialise()
+
+    def _preinitialise(self) -> None:
+        """Create every small, known label combination at zero."""
+        for route in ROUTES:
+            for stream in STREAM_VALUES:
+                self.request_duration.labels(route=route, stream=stream)
+            self.overhead_duration.labels(route=route)
+        for route in UPSTREAM_ROUTES:
+            for stream in STREAM_VALUES:
+                self.upstream_duration.labels(route=route, stream=stream)
+            self.ttfb.labels(route=route)
+        for stage in RECALL_STAGES:
+            self.recall_duration.labels(stage=stage)
+        for reason in DROP_REASONS:
+            self.recall_dropped.labels(reason=reason)
+        for outcome in CANDIDATE_OUTCOMES:
+            self.candidates.labels(outcome=outcome)
+        for decision in CANDIDATE_DECISIONS:
+            self.candidate_decisions.labels(decision=decision)
+        for status in MEMORY_STATUSES:
+            self.memories.labels(status=status).set(0)
+        for kind in UPSTREAM_ERROR_KINDS:
+            self.upstream_errors.labels(kind=kind)
+        for component in BACKEND_COMPONENTS:
+            self.backend_errors.labels(component=component)
+
+    # --- conveniences (label normalisation in one place) ---
+
+    def observe_request(
+        self,
+        route: str,
+        code: int | str,
+        memory_mode: str | None,
+        duration: float,
+        *,
+        stream: bool = False,
+    ) -> None:
+        """Count one finished request and observe its total duration (seconds)."""
+        route = normalize_route(route)
+        self.requests.labels(
+            route=route, code=normalize_code(code), memory_mode=normalize_memory_mode(memory_mode)
+        ).inc()
+        self.request_duration.labels(route=route, stream=stream_label(stream)).observe(
+            max(duration, 0.0)
+        )
+
+    def observe_upstream(self, route: str, duration: float, *, stream: bool = False) -> None:
+        """Observe the upstream call duration (seconds)."""
+        self.upstream_duration.labels(
+            route=normalize_route(route), stream=stream_label(stream)
+        ).observe(max(duration, 0.0))
+
+    def observe_overhead(self, route: str, duration: float) -> None:
+        """Observe the time the gateway added (seconds; negative values clamp to 0)."""
+        self.overhead_duration.labels(route=normalize_route(route)).observe(max(duration, 0.0))
+
+    def observe_ttfb(self, route: str, duration: float) -> None:
+        """Observe the time to the first byte sent to the client (seconds)."""
+        self.ttfb.labels(route=normalize_route(route)).observe(max(duration, 0.0))
+
+    def count_upstream_error(self, kind: str) -> None:
+        """Count an upstream failure; ``kind`` from ``UPSTREAM_ERROR_KINDS``."""
+        if kind not in UPSTREAM_ERROR_KINDS:
+            raise ValueError(f"unknown upstream error kind: {kind!r}")
+        self.upstream_errors.labels(kind=kind).inc()
+
+    def count_backend_error(self, component: str) -> None:
+        """Count a memory backend failure; ``component`` from ``BACKEND_COMPONENTS``."""
+        if component not in BACKEND_COMPONENTS:
+            raise ValueError(f"unknown backend component: {component!r}")
+        self.backend_errors.labels(component=component).inc()
+
+    def count_dropped(self, reason: str, n: int = 1) -> None:
+        """Count recalled memories dropped for ``reason`` (from ``DROP_REASONS``)."""
+        if reason not in DROP_REASONS:
+            raise ValueError(f"unknown drop reason: {reason!r}")
+        if n > 0:
+            self.recall_dropped.labels(reason=reason).inc(n)
+
+    def count_tokens(self, prompt: int | None = None, completion: int | None = None) -> None:
+        """Add upstream-reported token usage (``None`` / negative values are ignored)."""
+        if prompt and prompt > 0:
+            self.prompt_tokens.inc(prompt)
+        if completion and completion > 0:
+            self.completion_tokens.inc(completion)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition for ``GET /metrics``: (payload, content type)."""
+        return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4

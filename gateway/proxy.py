@@ -1,0 +1,329 @@
+"""The OpenAI-compatible surface: chat completions with memory, every other /v1 route untouched."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+import structlog
+from litestar import Request, Response, post, route
+from litestar.datastructures import State
+from litestar.enums import HttpMethod
+from litestar.response import Stream
+
+from . import identity as identity_mod
+from .errors import InvalidJSON, MissingField, UpstreamError, error_body
+from .pipeline import Exchange
+from .upstream import request_headers, response_headers
+
+log = structlog.get_logger("memgate.request")
+
+TRACE_HEADER = "x-memory-trace-id"
+INJECTED_HEADER = "x-memory-injected"
+OVERHEAD_HEADER = "x-memgate-overhead-ms"
+_TAIL_BYTES = 8192
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _WithUsage(msgspec.Struct):
+    usage: _Usage | None = None
+
+
+_usage_decoder = msgspec.json.Decoder(_WithUsage)
+_body_decoder = msgspec.json.Decoder()
+
+
+@dataclass(slots=True)
+class _Record:
+    """What one request's summary log line and metrics are made of."""
+
+    route: str
+    started: float
+    mode: str = "none"
+    stream: bool = False
+    status: int = 0
+    trace_id: str | None = None
+    model: str | None = None
+    upstream_started: float | None = None
+    upstream_s: float = 0.0
+    ttfb_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    injected: int = 0
+    injected_tokens: int = 0
+    error_kind: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_chat_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = _body_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise InvalidJSON(
+            "The request body is not valid JSON. Send a JSON object with 'model' and 'messages'."
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidJSON("The request body must be a JSON object.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise MissingField("Missing required parameter: 'model'.", param="model")
+    if not isinstance(body.get("messages"), list):
+        raise MissingField("Missing required parameter: 'messages'.", param="messages")
+    return body
+
+
+def _usage_from(payload: bytes) -> _Usage | None:
+    try:
+        return _usage_decoder.decode(payload).usage
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _usage_from_sse_tail(tail: bytes) -> _Usage | None:
+    """The usage chunk (``stream_options.include_usage``) is the last data event before [DONE]."""
+    for line in reversed(tail.split(b"\n")):
+        if line.startswith(b"data:") and b'"usage"' in line:
+            return _usage_from(line[5:].strip())
+    return None
+
+
+def _sse_error(exc: BaseException) -> bytes:
+    kind = "upstream_timeout" if isinstance(exc, httpx.TimeoutException) else "upstream_stream_cut"
+    body = error_body(
+        "The upstream stream ended unexpectedly; the answer is incomplete.",
+        "upstream_error",
+        None,
+        kind,
+    )
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _finish(state: State, rec: _Record) -> None:
+    clock = state.clock
+    total = clock.monotonic() - rec.started
+    metrics = state.metrics
+    stream = "true" if rec.stream else "false"
+    metrics.requests.labels(rec.route, str(rec.status), rec.mode).inc()
+    metrics.request_duration.labels(rec.route, stream).observe(total)
+    if rec.upstream_started is not None:
+        metrics.upstream_duration.labels(rec.route, stream).observe(rec.upstream_s)
+        metrics.overhead_duration.labels(rec.route).observe(max(total - rec.upstream_s, 0.0))
+    if rec.ttfb_s is not None:
+        metrics.ttfb.labels(rec.route).observe(rec.ttfb_s)
+    if rec.prompt_tokens:
+        metrics.prompt_tokens.inc(rec.prompt_tokens)
+    if rec.completion_tokens:
+        metrics.completion_tokens.inc(rec.completion_tokens)
+    if rec.error_kind:
+        metrics.upstream_errors.labels(rec.error_kind).inc()
+    log.info(
+        "request",
+        route=rec.route,
+        status=rec.status,
+        trace_id=rec.trace_id,
+        memory_mode=rec.mode,
+        stream=rec.stream,
+        model=rec.model,
+        upstream_ms=round(rec.upstream_s * 1000, 2) if rec.upstream_started else None,
+        total_ms=round(total * 1000, 2),
+        ttfb_ms=round(rec.ttfb_s * 1000, 2) if rec.ttfb_s is not None else None,
+        prompt_tokens=rec.prompt_tokens,
+        completion_tokens=rec.completion_tokens,
+        injected=rec.injected,
+        error=rec.error_kind,
+        **rec.extra,
+    )
+
+
+def _error_kind_for_status(status: int) -> str | None:
+    if status >= 500:
+        return "http_5xx"
+    if status >= 400:
+        return "http_4xx"
+    return None
+
+
+def _overhead_ms(state: State, rec: _Record) -> str:
+    now = state.clock.monotonic()
+    upstream = (now - rec.upstream_started) if rec.upstream_started is not None else 0.0
+    return f"{max(now - rec.started - upstream, 0.0) * 1000:.2f}"
+
+
+@post(["/v1/chat/completions", "/chat/completions"], status_code=200, include_in_schema=True)
+async def chat_completions(request: Request[Any, Any, State], state: State) -> Response[Any]:
+    """Create a chat completion, with the caller's memories recalled and injected."""
+    rec = _Record(route="chat", started=state.clock.monotonic())
+    try:
+        return await _chat(request, state, rec)
+    except UpstreamError as exc:
+        rec.status = exc.status_code
+        rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
+        rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+        _finish(state, rec)
+        raise
+    except Exception as exc:
+        rec.status = getattr(exc, "status_code", 500)
+        _finish(state, rec)
+        raise
+
+
+async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -> Response[Any]:
+    raw = await request.body()
+    body = parse_chat_body(raw)
+    ident = identity_mod.resolve(request.headers, body, admin_token=state.settings.admin_token)
+    rec.trace_id, rec.mode, rec.model = ident.trace_id, ident.mode, body["model"]
+    rec.stream = body.get("stream") is True
+
+    prepared = await state.memory.prepare(ident, body, raw)
+    rec.injected, rec.injected_tokens = len(prepared.injected_ids), prepared.injected_tokens
+    memory_headers = [
+        (TRACE_HEADER, ident.trace_id),
+        (INJECTED_HEADER, ",".join(prepared.injected_ids)),
+    ]
+
+    upstream = state.upstream
+    headers = request_headers(request.scope["headers"], api_key=state.settings.upstream_api_key)
+    url = upstream.url("chat/completions", request.scope.get("query_string", b""))
+    rec.upstream_started = state.clock.monotonic()
+    resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
+
+    def exchange() -> Exchange:
+        return Exchange(ident, body, rec.status, prepared.injected_ids)
+
+    is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+    if not (rec.stream and is_sse and resp.status_code < 400):
+        payload = await upstream.read(resp)  # errors pass through as they came
+        rec.upstream_s = state.clock.monotonic() - rec.upstream_started
+        rec.status = resp.status_code
+        rec.error_kind = _error_kind_for_status(resp.status_code)
+        if resp.status_code == 200:
+            usage = _usage_from(payload)
+            if usage:
+                rec.prompt_tokens, rec.completion_tokens = (
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                )
+        out_headers = response_headers(resp.headers, decoded=True)
+        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+        _finish(state, rec)
+        state.memory.finish(exchange())
+        return Response(
+            payload,
+            status_code=resp.status_code,
+            headers=_as_header_map(out_headers),
+            media_type=resp.headers.get("content-type", "application/json"),
+        )
+
+    rec.status = resp.status_code
+    out_headers = response_headers(resp.headers, decoded=True)
+    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+
+    async def relay() -> AsyncIterator[bytes]:
+        tail = b""
+        completed = False
+        try:
+            async for chunk in resp.aiter_bytes():
+                if rec.ttfb_s is None:
+                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                tail = (tail + chunk)[-_TAIL_BYTES:]
+                yield chunk
+                # A client may hang up right after [DONE]: the exchange is still complete.
+                completed = tail.rstrip().endswith(b"data: [DONE]")
+            completed = True
+        except httpx.HTTPError as exc:
+            rec.error_kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "stream_cut"
+            yield _sse_error(exc)
+        finally:
+            await resp.aclose()
+            rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+            if not completed and rec.error_kind is None:
+                rec.extra["client_disconnected"] = True
+            usage = _usage_from_sse_tail(tail)
+            if usage:
+                rec.prompt_tokens, rec.completion_tokens = (
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                )
+            _finish(state, rec)
+            if completed:
+                state.memory.finish(exchange())
+
+    return Stream(
+        relay(),
+        status_code=resp.status_code,
+        headers=_as_header_map(out_headers),
+        media_type=resp.headers.get("content-type", "text/event-stream"),
+    )
+
+
+def _as_header_map(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """Litestar takes a mapping; repeated upstream headers (rare) are joined per RFC 9110.
+
+    The upstream's own content-type is kept as it came (litestar would add a charset).
+    """
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        out[name] = f"{out[name]}, {value}" if name in out and name != "set-cookie" else value
+    return out
+
+
+_PASS_METHODS = [
+    HttpMethod.GET,
+    HttpMethod.POST,
+    HttpMethod.PUT,
+    HttpMethod.PATCH,
+    HttpMethod.DELETE,
+]
+
+
+@route("/v1/{path:path}", http_method=_PASS_METHODS, include_in_schema=False)
+async def passthrough(request: Request[Any, Any, State], state: State, path: str) -> Response[Any]:
+    """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
+    rec = _Record(route="passthrough", started=state.clock.monotonic())
+    upstream = state.upstream
+    has_length = "content-length" in request.headers
+    has_body = has_length or "transfer-encoding" in request.headers
+    headers = request_headers(
+        request.scope["headers"], api_key=state.settings.upstream_api_key, keep_length=has_length
+    )
+    url = upstream.url(path, request.scope.get("query_string", b""))
+    rec.upstream_started = state.clock.monotonic()
+    try:
+        resp = await upstream.send(
+            request.method, url, headers, request.stream() if has_body else None, stream=True
+        )
+    except UpstreamError as exc:
+        rec.status = exc.status_code
+        rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
+        _finish(state, rec)
+        raise
+    rec.status = resp.status_code
+    rec.error_kind = _error_kind_for_status(resp.status_code)
+    rec.stream = resp.headers.get("content-type", "").startswith("text/event-stream")
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.aiter_raw():
+                if rec.ttfb_s is None and rec.stream:
+                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                yield chunk
+        except httpx.HTTPError:
+            rec.error_kind = "stream_cut"
+        finally:
+            await resp.aclose()
+            rec.upstream_s = state.clock.monotonic() - rec.upstream_started
+            _finish(state, rec)
+
+    return Stream(
+        relay(),
+        status_code=resp.status_code,
+        headers=_as_header_map(response_headers(resp.headers)),
+        media_type=resp.headers.get("content-type", "application/octet-stream"),
+    )

@@ -1,0 +1,101 @@
+"""Shared fixtures: a real Redis with the Query Engine, a loopback upstream, a running gateway."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import create_app
+from gateway.clock import Clock
+from gateway.config import Settings
+from gateway.redis_server import EmbeddedRedis, free_port
+from tests.upstream_stub import ServerThread, StubState, UpstreamStub
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``MEMGATE_REDIS_URL`` when given, else the embedded Redis in a temporary data dir."""
+    external = os.environ.get("MEMGATE_REDIS_URL")
+    if external:
+        yield external
+        return
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def upstream_server() -> Iterator[tuple[ServerThread, UpstreamStub]]:
+    stub = UpstreamStub()
+    server = ServerThread(stub, free_port()).start()
+    try:
+        yield server, stub
+    finally:
+        server.stop()
+
+
+@dataclass
+class Upstream:
+    url: str
+    """Base URL including /v1, as a client or memgate would configure it."""
+    state: StubState
+
+
+@pytest.fixture
+def upstream(upstream_server: tuple[ServerThread, UpstreamStub]) -> Upstream:
+    server, stub = upstream_server
+    stub.state.reset()
+    return Upstream(url=server.url + "/v1", state=stub.state)
+
+
+@dataclass
+class Gateway:
+    url: str
+    settings: Settings
+
+    @property
+    def base_url(self) -> str:
+        """What an app puts in the openai SDK's ``base_url``."""
+        return self.url + "/v1"
+
+
+GatewayFactory = Callable[..., Gateway]
+
+
+@pytest.fixture
+def make_gateway(redis_url: str, upstream: Upstream, tmp_path: Path) -> Iterator[GatewayFactory]:
+    """Start a gateway on a free port; keyword arguments override ``Settings`` fields."""
+    started: list[ServerThread] = []
+
+    def factory(*, clock: Clock | None = None, **overrides: Any) -> Gateway:
+        values: dict[str, Any] = {
+            "upstream_url": upstream.url,
+            "redis_url": redis_url,
+            "data_dir": str(tmp_path / "data"),
+            "admin_token": "test-admin-token",
+            "read_timeout": 30.0,
+            "stream_read_timeout": 30.0,
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        app = create_app(settings, redis_url=settings.redis_url or redis_url, clock=clock)
+        server = ServerThread(app, free_port()).start()
+        started.append(server)
+        return Gateway(url=server.url, settings=settings)
+
+    yield factory
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return make_gateway()

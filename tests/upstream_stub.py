@@ -1,0 +1,341 @@
+"""A real OpenAI-protocol HTTP server on loopback (raw ASGI under uvicorn) that records requests.
+
+Behaviour is chosen by the request's ``model`` so a test can script faults per call:
+``error-500``, ``error-429``, ``slow`` (sleeps ``slow_seconds``), ``cut-stream`` (drops the
+connection mid-stream), ``stall-stream`` (goes quiet mid-stream), ``gated-stream`` (waits for
+``gate`` before finishing), ``hold-stream`` (streams until the client goes away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class StubState:
+    requests: list[Recorded] = field(default_factory=list)
+    slow_seconds: float = 2.0
+    chunk_delay: float = 0.0
+    gate: threading.Event = field(default_factory=threading.Event)
+    gate_released_in_time: bool | None = None
+    disconnect_seen: threading.Event = field(default_factory=threading.Event)
+    reply_text: str = "Hello from the stub."
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.gate.clear()
+        self.gate_released_in_time = None
+        self.disconnect_seen.clear()
+        self.chunk_delay = 0.0
+        self.reply_text = "Hello from the stub."
+
+    def last(self, path_suffix: str = "") -> Recorded:
+        for rec in reversed(self.requests):
+            if rec.path.endswith(path_suffix):
+                return rec
+        raise AssertionError(f"no request to *{path_suffix} recorded")
+
+
+def _completion(model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    payload = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _usage_chunk(model: str) -> bytes:
+    payload = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": model,
+        "choices": [],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 20, "total_tokens": 31},
+    }
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+class UpstreamStub:
+    def __init__(self) -> None:
+        self.state = StubState()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        rec = Recorded(
+            scope["method"], scope["path"], scope["query_string"].decode(), headers, body
+        )
+        self.state.requests.append(rec)
+        path = scope["path"]
+        if path.endswith("/chat/completions"):
+            await self._chat(rec, receive, send)
+        elif path.endswith("/models"):
+            await _json(
+                send,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": "gpt-test", "object": "model", "created": 0, "owned_by": "stub"}
+                    ],
+                },
+            )
+        elif path.endswith("/embeddings"):
+            data = json.loads(body)
+            inputs = data["input"] if isinstance(data["input"], list) else [data["input"]]
+            await _json(
+                send,
+                200,
+                {
+                    "object": "list",
+                    "model": data["model"],
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": [0.1, 0.2, float(len(t))]}
+                        for i, t in enumerate(inputs)
+                    ],
+                    "usage": {"prompt_tokens": 3, "total_tokens": 3},
+                },
+            )
+        elif path.endswith("/events"):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")],
+                }
+            )
+            for i in range(5):
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": f"data: {i}\n\n".encode(),
+                        "more_body": True,
+                    }
+                )
+                await asyncio.sleep(0.01)
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await _json(
+                send,
+                200,
+                {
+                    "echo": {
+                        "method": rec.method,
+                        "path": path,
+                        "query": rec.query,
+                        "body_bytes": len(body),
+                        "content_type": headers.get("content-type"),
+                    }
+                },
+            )
+
+    async def _chat(self, rec: Recorded, receive: Any, send: Any) -> None:
+        data = rec.json()
+        model = data.get("model", "")
+        st = self.state
+        if model == "error-500":
+            await _json(
+                send,
+                500,
+                {
+                    "error": {
+                        "message": "The server had an error",
+                        "type": "server_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+                extra=[(b"x-request-id", b"req_stub_500"), (b"x-should-retry", b"false")],
+            )
+            return
+        if model == "error-429":
+            await _json(
+                send,
+                429,
+                {
+                    "error": {
+                        "message": "Rate limit reached",
+                        "type": "requests",
+                        "param": None,
+                        "code": "rate_limit_exceeded",
+                    }
+                },
+                extra=[
+                    (b"retry-after", b"7"),
+                    (b"x-ratelimit-remaining-requests", b"0"),
+                    (b"x-request-id", b"req_stub_429"),
+                    (b"x-should-retry", b"false"),
+                ],
+            )
+            return
+        if model == "slow":
+            await asyncio.sleep(st.slow_seconds)
+        if not data.get("stream"):
+            await _json(
+                send,
+                200,
+                _completion(model, st.reply_text),
+                extra=[
+                    (b"x-request-id", b"req_stub_1"),
+                    (b"x-ratelimit-remaining-tokens", b"9999"),
+                    (b"openai-processing-ms", b"5"),
+                ],
+            )
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"x-request-id", b"req_stub_stream"),
+                ],
+            }
+        )
+        words = st.reply_text.split(" ")
+        await send(
+            {
+                "type": "http.response.body",
+                "more_body": True,
+                "body": _chunk(model, {"role": "assistant", "content": ""}),
+            }
+        )
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            await send(
+                {
+                    "type": "http.response.body",
+                    "more_body": True,
+                    "body": _chunk(model, {"content": piece}),
+                }
+            )
+            if st.chunk_delay:
+                await asyncio.sleep(st.chunk_delay)
+            if i == 0 and model == "gated-stream":
+                released = await asyncio.to_thread(st.gate.wait, 10.0)
+                st.gate_released_in_time = released
+            if i == 0 and model == "cut-stream":
+                raise RuntimeError("stub: connection cut mid-stream")
+            if i == 0 and model == "stall-stream":
+                await asyncio.sleep(st.slow_seconds)
+            if i == 0 and model == "hold-stream":
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        st.disconnect_seen.set()
+                        return
+        await send(
+            {
+                "type": "http.response.body",
+                "more_body": True,
+                "body": _chunk(model, {}, finish="stop"),
+            }
+        )
+        if (data.get("stream_options") or {}).get("include_usage"):
+            await send(
+                {"type": "http.response.body", "more_body": True, "body": _usage_chunk(model)}
+            )
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+async def _json(
+    send: Any, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ServerThread:
+    """Runs an ASGI app under uvicorn in a background thread on a loopback port."""
+
+    def __init__(self, app: Any, port: int) -> None:
+        self.port = port
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("server thread died at start")
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start in time")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
