@@ -15,9 +15,12 @@ from litestar.openapi import OpenAPIConfig
 from . import __version__
 from .clock import Clock, SystemClock
 from .config import Settings
+from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
+from .memories import Memories
 from .metrics import Metrics
 from .pipeline import MemoryPipeline, NoMemory
+from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
 from .store import Store
 from .upstream import Upstream
@@ -66,7 +69,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(state: State) -> Response[dict[str, Any]]:
     """Redis and the memory index reachable."""
     report = await state.store.readiness()
-    ok = bool(report.get("redis"))
+    ok = bool(report.get("redis")) and bool(report.get("index"))
     return Response(
         {"status": "ok" if ok else "unavailable", **report}, status_code=200 if ok else 503
     )
@@ -84,9 +87,16 @@ def create_app(
     redis_url: str,
     clock: Clock | None = None,
     memory: MemoryPipeline | None = None,
+    embedder: Embedder | None = None,
+    policy: Policy | None = None,
 ) -> Litestar:
-    """Build the gateway. ``redis_url`` is resolved by the caller (external or embedded)."""
+    """Build the gateway. ``redis_url`` is resolved by the caller (external or embedded).
+
+    The policy is loaded (and strictly validated) here, so a bad policy stops start-up.
+    """
     the_clock = clock or SystemClock()
+    the_policy = policy or load_policy(settings.policy)
+    the_embedder = embedder or make_embedder(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -94,8 +104,13 @@ def create_app(
         upstream = Upstream(settings)
         try:
             await store.check_query_engine()
+            await the_embedder.warm_up()
+            memories = Memories(store, the_embedder, the_policy, the_clock)
+            if the_embedder.dims is not None:
+                await memories.ready()
             app.state.store = store
             app.state.upstream = upstream
+            app.state.memories = memories
             yield
         finally:
             await upstream.aclose()
@@ -107,6 +122,7 @@ def create_app(
             "clock": the_clock,
             "metrics": Metrics(__version__),
             "memory": memory or NoMemory(),
+            "policy": the_policy,
         }
     )
     return Litestar(

@@ -16,11 +16,17 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .app import create_app
     from .logs import configure_logging
+    from .policy import PolicyError, load_policy
     from .redis_server import EmbeddedRedis, EmbeddedRedisError
 
     settings = Settings.from_env()
     configure_logging(settings.log_level)
     log = structlog.get_logger("memgate")
+    try:
+        policy = load_policy(settings.policy)
+    except (PolicyError, OSError) as exc:
+        print(f"memgate: bad policy: {exc}", file=sys.stderr)
+        return 2
     embedded: EmbeddedRedis | None = None
     redis_url = settings.redis_url
     if not redis_url:
@@ -32,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
             return 1
         log.info("embedded_redis_started", port=embedded.port, data_dir=str(embedded.data_dir))
     try:
-        app = create_app(settings, redis_url=redis_url)
+        app = create_app(settings, redis_url=redis_url, policy=policy)
         log.info("serving", host=args.host, port=args.port, upstream=settings.upstream_url)
         uvicorn.run(
             app,

@@ -24,8 +24,8 @@ MODE_HEADER = "x-memory-mode"
 TENANT_HEADER = "x-memory-tenant"
 
 # Ids end up in Redis keys and tag filters: a conservative charset keeps them boring.
-_USER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]{0,127}")
-_PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+_USER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
+_PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 TENANT_HASH_CHARS = 24
 ANONYMOUS_TENANT = "anonymous"
@@ -125,7 +125,7 @@ def _check(value: str, pattern: re.Pattern[str], header: str) -> str:
         return value
     raise InvalidIdentity(
         f"Invalid {_pretty(header)} header: use 1-{_max_len(pattern)} characters from "
-        "letters, digits and . _ - (and @ + : for users), starting with a letter or digit.",
+        "letters, digits and . _ - (and @ + for users), starting with a letter or digit.",
         param=header,
     )
 

@@ -1,15 +1,83 @@
-"""The one module that queries Redis. Every other module asks the store; none holds a client."""
+"""The one module that queries Redis. Every other module asks the store; none holds a client.
+
+Isolation is structural: every key carries the tenant and the user, every search carries an
+exact, case-sensitive tag filter on both (values escaped by redisvl), and an empty tenant or
+user is refused before a query is built (redisvl turns an empty tag value into a wildcard).
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import redis.asyncio as aredis
 from redis.exceptions import RedisError, ResponseError
+from redisvl.index import AsyncSearchIndex
+from redisvl.query import CountQuery, FilterQuery, VectorQuery
+from redisvl.query.filter import FilterExpression, Tag
+from redisvl.schema import IndexSchema
+
+from .records import Memory
+
+KEY_ROOT = "memgate"
+_MAX_PAGE = 10_000
 
 
 class QueryEngineMissing(RuntimeError):
     pass
+
+
+# Every tag value memgate writes (ids, names, hashes) fits this; anything else matches nothing.
+_TAG_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]{0,127}")
+
+
+class NoMatch(Exception):
+    """A filter value that no stored record can have: answer "nothing" without querying."""
+
+
+def _need(value: str, what: str) -> str:
+    if not value:
+        raise ValueError(f"empty {what} would widen a query")
+    if not _TAG_VALUE.fullmatch(value):
+        raise NoMatch(what)
+    return value
+
+
+def owner_filter(tenant: str, user: str) -> FilterExpression:
+    return (Tag("tenant") == _need(tenant, "tenant")) & (Tag("user") == _need(user, "user"))
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    memory: Memory
+    similarity: float
+
+
+def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
+    tag = {"case_sensitive": True}
+    return IndexSchema.from_dict(
+        {
+            "index": {"name": name, "prefix": prefix, "key_separator": ":",
+                      "storage_type": "hash"},
+            "fields": [
+                *({"name": n, "type": "tag", "attrs": tag} for n in (
+                    "id", "tenant", "user", "type", "source", "scope", "project_id", "slot",
+                    "sensitivity", "status", "content_key")),
+                {"name": "search_text", "type": "text"},
+                *({"name": n, "type": "numeric"} for n in (
+                    "created_at", "updated_at", "confirmed_at", "expires_ts", "inject_count",
+                    "last_injected_at", "confidence")),
+                {"name": "embedding", "type": "vector", "attrs": {
+                    "dims": dims, "distance_metric": "cosine", "algorithm": "hnsw",
+                    "datatype": "float32"}},
+            ],
+        }
+    )
 
 
 class Store:
@@ -18,6 +86,10 @@ class Store:
         self.redis: aredis.Redis = aredis.Redis.from_url(
             redis_url, decode_responses=False, health_check_interval=30
         )
+        self._index: AsyncSearchIndex | None = None
+        self._prefix = ""
+
+    # -- lifecycle -------------------------------------------------------------------------
 
     async def check_query_engine(self) -> None:
         """Fail fast at start-up when the Redis lacks the Query Engine (RediSearch)."""
@@ -31,16 +103,188 @@ class Store:
                 "for the embedded one."
             ) from None
 
+    async def ensure_memory_index(self, model_id: str, dims: int) -> None:
+        """One index per embedding model and size, so vectors of two models never mix."""
+        name = f"{KEY_ROOT}-mem-{model_id}-{dims}"
+        if self._index is not None and self._index.name == name:
+            return
+        self._prefix = f"{KEY_ROOT}:mem:{model_id}-{dims}"
+        index = AsyncSearchIndex(memory_schema(name, self._prefix, dims), redis_client=self.redis)
+        if not await index.exists():
+            await index.create(overwrite=False)
+        self._index = index
+
+    @property
+    def index(self) -> AsyncSearchIndex:
+        if self._index is None:
+            raise RuntimeError("memory index not initialised")
+        return self._index
+
     async def readiness(self) -> dict[str, Any]:
         try:
             await self.redis.ping()
-            indexes = await self.redis.execute_command("FT._LIST")
+            index_ok = bool(self._index and await self._index.exists())
         except RedisError as exc:
-            return {"redis": False, "error": type(exc).__name__}
-        return {"redis": True, "indexes": len(indexes)}
+            return {"redis": False, "index": False, "error": type(exc).__name__}
+        return {"redis": True, "index": index_ok}
 
     async def aclose(self) -> None:
         await self.redis.aclose()
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def memory_key(self, tenant: str, user: str, memory_id: str) -> str:
+        return f"{self._prefix}:{_need(tenant, 'tenant')}:{_need(user, 'user')}:{memory_id}"
+
+    async def get_memory(self, tenant: str, user: str, memory_id: str) -> Memory | None:
+        try:
+            key = self.memory_key(tenant, user, _need(memory_id, "id"))
+        except NoMatch:
+            return None
+        raw = await self.redis.hgetall(key)
+        return Memory.from_hash(raw) if raw else None
+
+    @staticmethod
+    def _key(kind: str, tenant: str, user: str, *rest: str) -> str:
+        return ":".join((KEY_ROOT, kind, _need(tenant, "tenant"), _need(user, "user"), *rest))
+
+    @asynccontextmanager
+    async def user_lock(self, tenant: str, user: str) -> AsyncIterator[None]:
+        """Serialises one user's writes across replicas, so dedup and supersede see each other."""
+        lock = self.redis.lock(self._key("lock", tenant, user), timeout=30, blocking_timeout=30)
+        async with lock:
+            yield
+
+    # -- memories --------------------------------------------------------------------------
+
+    async def put_memory(
+        self, memory: Memory, *, search_text: str, embedding: np.ndarray, expire_at: float | None
+    ) -> None:
+        key = self.memory_key(memory.tenant, memory.user, memory.id)
+        mapping = memory.to_hash(
+            search_text=search_text, embedding=np.asarray(embedding, np.float32).tobytes()
+        )
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.hset(key, mapping=mapping)
+            if expire_at is not None:
+                pipe.expireat(key, int(expire_at) + 1)
+            await pipe.execute()
+
+    async def update_memory(
+        self, memory: Memory, fields: dict[str, Any], *, expire_at: float | bool | None = False
+    ) -> None:
+        """Change some fields; ``expire_at``: False keeps the key's TTL, None removes it."""
+        key = self.memory_key(memory.tenant, memory.user, memory.id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=fields)
+            if expire_at is None:
+                pipe.persist(key)
+            elif expire_at is not False:
+                pipe.expireat(key, int(float(expire_at)) + 1)
+            await pipe.execute()
+
+    async def get_embedding(self, tenant: str, user: str, memory_id: str) -> np.ndarray | None:
+        raw = await self.redis.hget(self.memory_key(tenant, user, memory_id), "embedding")
+        return None if raw is None else np.frombuffer(raw, dtype=np.float32)
+
+    async def delete_memory(self, tenant: str, user: str, memory_id: str) -> bool:
+        return bool(await self.redis.delete(self.memory_key(tenant, user, memory_id)))
+
+    async def find_memories(
+        self,
+        tenant: str,
+        user: str,
+        *,
+        status: str | None = None,
+        type_: str | None = None,
+        project_id: str | None = None,
+        content_key: str | None = None,
+        limit: int = _MAX_PAGE,
+    ) -> list[Memory]:
+        try:
+            expr = owner_filter(tenant, user)
+            for field, value in (("status", status), ("type", type_), ("project_id", project_id),
+                                 ("content_key", content_key)):
+                if value is not None:
+                    expr = expr & (Tag(field) == _need(value, field))
+        except NoMatch:
+            return []
+        query = FilterQuery(filter_expression=expr, return_fields=[], num_results=limit)
+        query.sort_by("updated_at", asc=False)
+        keys = [doc["id"] for doc in await self.index.query(query)]
+        return await self._load(keys)
+
+    async def _load(self, keys: list[str]) -> list[Memory]:
+        if not keys:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hgetall(key)
+            rows = await pipe.execute()
+        return [Memory.from_hash(row) for row in rows if row]
+
+    async def similar_memories(
+        self,
+        tenant: str,
+        user: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scope: str,
+        project_id: str | None,
+        status: str = "active",
+    ) -> list[Neighbour]:
+        expr = owner_filter(tenant, user) & (Tag("status") == status) & (Tag("scope") == scope)
+        if project_id:
+            expr = expr & (Tag("project_id") == project_id)
+        query = VectorQuery(
+            vector=np.asarray(vector, np.float32).tolist(),
+            vector_field_name="embedding",
+            return_fields=["id"],
+            filter_expression=expr,
+            num_results=k,
+        )
+        rows = await self.index.query(query)
+        memories = {m.id: m for m in await self._load([r["id"] for r in rows])}
+        out: list[Neighbour] = []
+        for row in rows:
+            memory = memories.get(row["id"].rsplit(":", 1)[-1])
+            if memory is not None and (project_id or not memory.project_id):
+                out.append(Neighbour(memory, 1.0 - float(row["vector_distance"])))
+        return out
+
+    async def count_by_status(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for status in ("active", "superseded", "archived"):
+            out[status] = int(await self.index.query(CountQuery(Tag("status") == status)))
+        return out
+
+    # -- history ---------------------------------------------------------------------------
+
+    async def append_history(
+        self, tenant: str, user: str, memory_id: str, entry: dict[str, Any],
+        *, expire_at: float | None = None, replace: bool = False,
+    ) -> None:
+        key = self._key("hist", tenant, user, memory_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if replace:
+                pipe.delete(key)
+            pipe.rpush(key, json.dumps(entry, ensure_ascii=False))
+            if expire_at is not None:
+                pipe.expireat(key, int(expire_at) + 1)
+            else:
+                pipe.persist(key)
+            await pipe.execute()
+
+    async def history(self, tenant: str, user: str, memory_id: str) -> list[dict[str, Any]]:
+        rows = await self.redis.lrange(self._key("hist", tenant, user, memory_id), 0, -1)
+        return [json.loads(row) for row in rows]
+
+    async def all_keys(self) -> AsyncIterator[bytes]:
+        """Every memgate key (tests scan them for leaked secrets)."""
+        async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:*", count=1000):
+            yield key
 
 
 def _redact(url: str) -> str:

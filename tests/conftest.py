@@ -13,6 +13,7 @@ import pytest
 from gateway.app import create_app
 from gateway.clock import Clock
 from gateway.config import Settings
+from gateway.embed import LocalEmbedder
 from gateway.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
@@ -70,8 +71,16 @@ class Gateway:
 GatewayFactory = Callable[..., Gateway]
 
 
+@pytest.fixture(scope="session")
+def shared_embedder() -> LocalEmbedder:
+    """The local embedder loads its weights once per test session."""
+    return LocalEmbedder()
+
+
 @pytest.fixture
-def make_gateway(redis_url: str, upstream: Upstream, tmp_path: Path) -> Iterator[GatewayFactory]:
+def make_gateway(
+    redis_url: str, upstream: Upstream, tmp_path: Path, shared_embedder: LocalEmbedder
+) -> Iterator[GatewayFactory]:
     """Start a gateway on a free port; keyword arguments override ``Settings`` fields."""
     started: list[ServerThread] = []
 
@@ -86,7 +95,12 @@ def make_gateway(redis_url: str, upstream: Upstream, tmp_path: Path) -> Iterator
         }
         values.update(overrides)
         settings = Settings(**values)
-        app = create_app(settings, redis_url=settings.redis_url or redis_url, clock=clock)
+        app = create_app(
+            settings,
+            redis_url=settings.redis_url or redis_url,
+            clock=clock,
+            embedder=shared_embedder,
+        )
         server = ServerThread(app, free_port()).start()
         started.append(server)
         return Gateway(url=server.url, settings=settings)

