@@ -19,9 +19,12 @@ from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
 from .memories import Memories
 from .metrics import Metrics
-from .pipeline import MemoryPipeline, NoMemory
+from .memory_api import ROUTES as MEMORY_ROUTES
+from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
+from .recall import Recaller
+from .tokens import prepare_cache
 from .store import Store
 from .upstream import Upstream
 
@@ -111,22 +114,30 @@ def create_app(
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
+            flow = memory or MemoryFlow(
+                Recaller(store, the_embedder, the_policy, the_clock), store, metrics, the_clock,
+                the_policy.recall.trace_ttl_days)
+            app.state.memory = flow
             yield
+            if isinstance(flow, MemoryFlow):
+                await flow.drain()
         finally:
             await upstream.aclose()
             await store.aclose()
 
+    prepare_cache(settings.data_path / "tiktoken")
+    metrics = Metrics(__version__)
     state = State(
         {
             "settings": settings,
             "clock": the_clock,
-            "metrics": Metrics(__version__),
-            "memory": memory or NoMemory(),
+            "metrics": metrics,
             "policy": the_policy,
         }
     )
     return Litestar(
-        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_endpoint],
+        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_endpoint,
+                        *MEMORY_ROUTES],
         lifespan=[lifespan],
         state=state,
         exception_handlers={

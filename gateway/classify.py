@@ -34,9 +34,10 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
     if not text:
         return None
     folded = normalize(text)
+    lowered = folded.lower()
     for slot in policy.slots:
         if memory_type is not None and slot.types and memory_type not in slot.types:
             continue
-        if slot.matches(folded):
+        if slot.matches(folded, lowered):
             return slot.name
     return None

@@ -83,7 +83,9 @@ def check_write(
 
     if not _scope_ok(draft.scope):
         reasons.add("invalid")
-    needs_project = draft.scope == "project" or (type_spec is not None and type_spec.requires_project)
+    needs_project = draft.scope == "project" or (
+        type_spec is not None and type_spec.requires_project
+    )
     if needs_project and not _project_id_ok(draft.project_id):
         reasons.add("invalid")
     if draft.project_id is not None and not _project_id_ok(draft.project_id):

@@ -22,11 +22,13 @@ USER_HEADER = "x-memory-user"
 PROJECT_HEADER = "x-project-id"
 MODE_HEADER = "x-memory-mode"
 TENANT_HEADER = "x-memory-tenant"
+TASK_HEADER = "x-memory-task"
 
 # Ids end up in Redis keys and tag filters: a conservative charset keeps them boring.
 _USER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 _PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_TASK_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 TENANT_HASH_CHARS = 24
 ANONYMOUS_TENANT = "anonymous"
 
@@ -39,6 +41,8 @@ class Identity:
     mode: MemoryMode
     trace_id: str
     is_admin: bool = False
+    task: str | None = None
+    """The request's task kind (``X-Memory-Task``): memories scoped ``task:<kind>`` apply."""
 
 
 def new_trace_id() -> str:
@@ -80,6 +84,7 @@ def resolve(
         mode=_resolve_mode(headers),
         trace_id=new_trace_id(),
         is_admin=is_admin,
+        task=_optional(headers, TASK_HEADER, _TASK_RE),
     )
 
 
@@ -100,10 +105,14 @@ def _resolve_user(headers: Mapping[str, str], body: Mapping[str, Any] | None) ->
 
 
 def _resolve_project(headers: Mapping[str, str]) -> str | None:
-    value = headers.get(PROJECT_HEADER)
+    return _optional(headers, PROJECT_HEADER, _PROJECT_RE)
+
+
+def _optional(headers: Mapping[str, str], header: str, pattern: re.Pattern[str]) -> str | None:
+    value = headers.get(header)
     if value is None or value == "":
         return None
-    return _check(value, _PROJECT_RE, PROJECT_HEADER)
+    return _check(value, pattern, header)
 
 
 def _resolve_mode(headers: Mapping[str, str]) -> MemoryMode:
@@ -118,6 +127,10 @@ def _resolve_mode(headers: Mapping[str, str]) -> MemoryMode:
         f"Invalid X-Memory-Mode {value[:40]!r}: expected one of on, off, dry-run.",
         param=MODE_HEADER,
     )
+
+
+def check_project_id(value: str, *, param: str) -> str:
+    return _check(value, _PROJECT_RE, param)
 
 
 def _check(value: str, pattern: re.Pattern[str], header: str) -> str:

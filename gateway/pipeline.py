@@ -6,10 +6,25 @@ what happens in between those two calls is the only memory behaviour the proxy k
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
+import msgspec
+import structlog
+from redis.exceptions import RedisError
+
+from . import inject
+from .clock import Clock, to_iso
 from .identity import Identity
+from .metrics import Metrics
+from .recall import Recaller, RecallResult
+from .store import Store
+
+log = structlog.get_logger("memgate.memory")
+_encoder = msgspec.json.Encoder()
 
 
 @dataclass(slots=True)
@@ -47,3 +62,91 @@ class NoMemory:
 
     def finish(self, exchange: Exchange) -> None:
         return None
+
+
+class MemoryFlow:
+    """recall -> inject before forwarding; trace and use counts written off the response path.
+
+    A memory backend fault never costs the user their answer: the request is forwarded
+    without memories and the fault is counted.
+    """
+
+    def __init__(self, recaller: Recaller, store: Store, metrics: Metrics, clock: Clock,
+                 trace_ttl_days: int) -> None:
+        self.recaller = recaller
+        self.store = store
+        self.metrics = metrics
+        self.clock = clock
+        self.trace_ttl = trace_ttl_days * 86400
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
+        if identity.mode == "off":
+            return Prepared(content=raw)
+        now = self.clock.now()
+        try:
+            result = await self.recaller.recall(identity, body)
+        except Exception as exc:  # noqa: BLE001 - any backend fault degrades to "no memory"
+            component = "redis" if isinstance(exc, RedisError) else "embedder"
+            self.metrics.backend_errors.labels(component).inc()
+            log.warning("recall_failed", trace_id=identity.trace_id, error=type(exc).__name__)
+            self._spawn(self._save_trace(identity, now, None, error=type(exc).__name__))
+            return Prepared(content=raw)
+        self._observe(result)
+        injected_ids = [m.id for m in result.injected]
+        self._spawn(self._save_trace(identity, now, result))
+        if identity.mode == "dry-run" or not result.injected:
+            return Prepared(content=raw)
+        self._spawn(self.store.mark_injected(identity.tenant, identity.user, injected_ids,
+                                             now.timestamp()))
+        new_body = inject.insert(body, inject.render(result.lines))
+        return Prepared(content=_encoder.encode(new_body), injected_ids=injected_ids,
+                        injected_tokens=result.tokens)
+
+    def finish(self, exchange: Exchange) -> None:
+        return None
+
+    def _observe(self, result: RecallResult) -> None:
+        m = self.metrics
+        for stage, ms in result.timings_ms.items():
+            m.recall_duration.labels(stage).observe(ms / 1000)
+        m.memories_injected.observe(len(result.injected))
+        if result.tokens:
+            m.injected_tokens.inc(result.tokens)
+        for cand in result.candidates:
+            if cand.reason:
+                m.recall_dropped.labels(cand.reason).inc()
+        if result.conflicts:
+            m.conflicts.inc(result.conflicts)
+
+    async def _save_trace(self, ident: Identity, when: datetime, result: RecallResult | None,
+                          error: str | None = None) -> None:
+        trace: dict[str, Any] = {
+            "object": "memory.trace", "id": ident.trace_id, "created_at": to_iso(when),
+            "user": ident.user, "project_id": ident.project_id, "task": ident.task,
+            "mode": ident.mode, "error": error,
+        }
+        if result is not None:
+            injected = [m.id for m in result.injected]
+            trace.update({
+                "query_hash": result.query_hash, "skipped": result.skipped,
+                "candidates": [c.to_trace() for c in result.candidates],
+                "injected": injected if ident.mode == "on" else [],
+                "would_inject": injected, "injected_tokens": result.tokens,
+                "conflicts": result.conflicts, "timings_ms": result.timings_ms,
+            })
+        try:
+            await self.store.put_trace(ident.tenant, ident.user, ident.trace_id, trace,
+                                       self.trace_ttl)
+        except RedisError:
+            self.metrics.backend_errors.labels("redis").inc()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for background writes (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -7,6 +7,7 @@ user is refused before a query is built (redisvl turns an empty tag value into a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -18,8 +19,8 @@ import numpy as np
 import redis.asyncio as aredis
 from redis.exceptions import RedisError, ResponseError
 from redisvl.index import AsyncSearchIndex
-from redisvl.query import CountQuery, FilterQuery, VectorQuery
-from redisvl.query.filter import FilterExpression, Tag
+from redisvl.query import CountQuery, FilterQuery, TextQuery, VectorQuery
+from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
 from .records import Memory
@@ -50,6 +51,29 @@ def _need(value: str, what: str) -> str:
 
 def owner_filter(tenant: str, user: str) -> FilterExpression:
     return (Tag("tenant") == _need(tenant, "tenant")) & (Tag("user") == _need(user, "user"))
+
+
+_RECALL_FIELDS = [
+    "id", "tenant", "user", "content", "type", "source", "scope", "project_id", "slot",
+    "sensitivity", "status", "created_at", "updated_at", "confirmed_at", "expires_ts",
+    "superseded_by", "inject_count", "last_injected_at", "confidence",
+]
+_MARK_INJECTED = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'inject_count', 1)
+  redis.call('HSET', KEYS[1], 'last_injected_at', ARGV[1])
+end
+return 0
+"""
+
+
+@dataclass(slots=True)
+class Hit:
+    """A recall candidate with its raw scores (cosine similarity, BM25)."""
+
+    memory: Memory
+    vector: float = 0.0
+    text: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +112,7 @@ class Store:
         )
         self._index: AsyncSearchIndex | None = None
         self._prefix = ""
+        self._mark = self.redis.register_script(_MARK_INJECTED)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -184,9 +209,14 @@ class Store:
                 pipe.expireat(key, int(float(expire_at)) + 1)
             await pipe.execute()
 
-    async def get_embedding(self, tenant: str, user: str, memory_id: str) -> np.ndarray | None:
-        raw = await self.redis.hget(self.memory_key(tenant, user, memory_id), "embedding")
-        return None if raw is None else np.frombuffer(raw, dtype=np.float32)
+    async def get_embeddings(self, tenant: str, user: str,
+                             ids: list[str]) -> dict[str, np.ndarray]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for memory_id in ids:
+                pipe.hget(self.memory_key(tenant, user, memory_id), "embedding")
+            rows = await pipe.execute()
+        return {i: np.frombuffer(raw, dtype=np.float32) for i, raw in zip(ids, rows, strict=True)
+                if raw is not None}
 
     async def delete_memory(self, tenant: str, user: str, memory_id: str) -> bool:
         return bool(await self.redis.delete(self.memory_key(tenant, user, memory_id)))
@@ -259,6 +289,85 @@ class Store:
         for status in ("active", "superseded", "archived"):
             out[status] = int(await self.index.query(CountQuery(Tag("status") == status)))
         return out
+
+    # -- recall ----------------------------------------------------------------------------
+
+    async def recall_candidates(
+        self,
+        tenant: str,
+        user: str,
+        vector: np.ndarray,
+        query_text: str,
+        *,
+        project_id: str | None,
+        task: str | None,
+        now_ts: float,
+        pool: int,
+    ) -> list[Hit]:
+        """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope memories.
+
+        Both run with the same filter, inside Redis; the caller fuses their scores.
+        """
+        scope = Tag("scope") == "global"
+        if project_id:
+            scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
+        if task:
+            scope = scope | (Tag("scope") == f"task:{task}")
+        expr = (owner_filter(tenant, user) & (Tag("status") == "active") & scope
+                & (Num("expires_ts") > now_ts))
+        vector_query = VectorQuery(
+            vector=np.asarray(vector, np.float32).tobytes(), vector_field_name="embedding",
+            return_fields=_RECALL_FIELDS, filter_expression=expr, num_results=pool,
+        )
+        searches = [self.index.query(vector_query)]
+        if query_text:
+            text_query = TextQuery(
+                text=query_text, text_field_name="search_text", filter_expression=expr,
+                return_fields=_RECALL_FIELDS, num_results=pool, stopwords=None,
+            )
+            searches.append(self.index.query(text_query))
+        results = await asyncio.gather(*searches)
+        hits: dict[str, Hit] = {}
+
+        def hit_for(row: dict[str, Any]) -> Hit:
+            key = row["id"]  # the document key; the memory id is its last part
+            if key not in hits:
+                hits[key] = Hit(Memory.from_hash({**row, "id": key.rsplit(":", 1)[-1]}))
+            return hits[key]
+
+        for row in results[0]:
+            hit_for(row).vector = 1.0 - float(row["vector_distance"])
+        if len(results) > 1:
+            for row in results[1]:
+                hit_for(row).text = float(row.get("score") or 0.0)
+        return list(hits.values())
+
+    async def mark_injected(self, tenant: str, user: str, ids: list[str], now_ts: float) -> None:
+        """Count a use without resurrecting a memory deleted in the meantime."""
+        for memory_id in ids:
+            await self._mark(keys=[self.memory_key(tenant, user, memory_id)], args=[now_ts])
+
+    # -- per-user settings and traces ------------------------------------------------------
+
+    async def get_settings(self, tenant: str, user: str) -> dict[str, str]:
+        raw = await self.redis.hgetall(self._key("settings", tenant, user))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
+        await self.redis.hset(self._key("settings", tenant, user), mapping=values)
+
+    async def put_trace(self, tenant: str, user: str, trace_id: str, trace: dict[str, Any],
+                        ttl_seconds: int) -> None:
+        await self.redis.set(self._key("trace", tenant, user, _need(trace_id, "trace")),
+                             json.dumps(trace, ensure_ascii=False), ex=ttl_seconds)
+
+    async def get_trace(self, tenant: str, user: str, trace_id: str) -> dict[str, Any] | None:
+        try:
+            key = self._key("trace", tenant, user, _need(trace_id, "trace"))
+        except NoMatch:
+            return None
+        raw = await self.redis.get(key)
+        return json.loads(raw) if raw else None
 
     # -- history ---------------------------------------------------------------------------
 

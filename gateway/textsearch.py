@@ -3,6 +3,10 @@
 RediSearch's default tokenizer splits on spaces and punctuation, which leaves a Chinese
 sentence as one long token. Segmenting with jieba first (rjieba, offline) gives Chinese
 text word tokens that both the index and the query see identically; English is lowercased.
+
+Stopwords are removed here, not left to RediSearch: besides making the BM25 part about
+content words, this avoids a RediSearch 2.10 crash on OR-queries that mix several of its
+default stopwords with other terms (``@f:(and | in | units)`` takes the server down).
 """
 
 from __future__ import annotations
@@ -12,16 +16,32 @@ import re
 import rjieba  # type: ignore[import-not-found]
 
 _WORD = re.compile(r"\w", re.UNICODE)
+_MAX_TOKENS = 64
+
+# RediSearch's default English stopwords: they must never reach a query (see above).
+REDISEARCH_DEFAULT = frozenset(
+    "a is the an and are as at be but by for if in into it no not of on or such that their "
+    "then there these they this to was will with".split()
+)
+# Function words that carry no topic in either language.
+EXTRA = frozenset(
+    "i me my you your we our he she him her its what which who whom how why when where do "
+    "does did can could should would shall may might must have has had am were been being "
+    "please about so than too very just also any some all from up out".split()
+) | frozenset("的 了 是 我 你 他 她 它 我们 你们 他们 吗 呢 吧 啊 和 与 在 也 都 就 还 又 这 那 "
+              "这个 那个 一个 什么 怎么 请 把 被 给 对 要 会 能 有 没 不 很".split())
+STOPWORDS = REDISEARCH_DEFAULT | EXTRA
 
 
 def tokens(text: str) -> list[str]:
     out: list[str] = []
     for token in rjieba.cut_for_search(text):
         token = token.strip().lower()
-        if token and _WORD.search(token):
+        if token and token not in STOPWORDS and _WORD.search(token):
             out.append(token)
     return out
 
 
 def search_text(text: str) -> str:
-    return " ".join(tokens(text))
+    """Distinct content tokens, capped so a huge message cannot build a huge query."""
+    return " ".join(list(dict.fromkeys(tokens(text[:4000])))[:_MAX_TOKENS])

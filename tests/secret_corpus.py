@@ -52,14 +52,18 @@ JWT = (
     + _body(43, _ALNUM + "-_")
 )
 PRIVATE_KEY = (
-    "-----BEGIN RSA PRIVATE" + " KEY-----\n"
+    "-----BEGIN RSA PRIVATE"
+    + " KEY-----\n"
     + "\n".join(_body(64, _ALNUM + "+/") for _ in range(4))
-    + "\n-----END RSA PRIVATE" + " KEY-----"
+    + "\n-----END RSA PRIVATE"
+    + " KEY-----"
 )
 OPENSSH_KEY = (
-    "-----BEGIN OPENSSH PRIVATE" + " KEY-----\n"
+    "-----BEGIN OPENSSH PRIVATE"
+    + " KEY-----\n"
     + _body(70, _ALNUM + "+/")
-    + "\n-----END OPENSSH PRIVATE" + " KEY-----"
+    + "\n-----END OPENSSH PRIVATE"
+    + " KEY-----"
 )
 UNKNOWN_TOKEN = _body(40)
 DB_PASSWORD = "s3cr3t" + "P4ss"

@@ -1,0 +1,384 @@
+"""The policy file: the default loads, and every kind of mistake is reported precisely."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.classify import derive_slot, is_one_time
+from gateway.policy import (
+    DETECTOR_NAMES,
+    VALIDATOR_NAMES,
+    Policy,
+    PolicyError,
+    default_policy_path,
+    load_policy,
+    parse_policy,
+)
+from gateway.sensitivity import BUILTIN_DETECTORS, VALIDATORS
+
+DEFAULT_TEXT = default_policy_path().read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy()
+
+
+def variant(tmp_path: Path, old: str, new: str, *, name: str = "x.yaml") -> tuple[Path, int]:
+    """Write the default policy with ``old`` replaced once; return the file and new's line."""
+    assert DEFAULT_TEXT.count(old) == 1, f"ambiguous or missing: {old!r}"
+    text = DEFAULT_TEXT.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path, DEFAULT_TEXT[: DEFAULT_TEXT.index(old)].count("\n") + 1
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    return str(info.value)
+
+
+# --- the default policy ------------------------------------------------------------------------
+
+
+def test_default_path_is_next_to_the_package() -> None:
+    path = default_policy_path()
+    assert path.parts[-2:] == ("policies", "default.yaml")
+    assert path.is_file()
+
+
+def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
+    assert policy.origin == str(default_policy_path())
+    for name in ("preference", "accessibility", "format"):
+        assert policy.tier(name) == "long_term"
+        assert policy.ttl_for(name) is None
+    assert policy.ttl_for("project") == timedelta(days=90)
+    assert policy.type("project").requires_project
+    assert policy.ttl_for("goal") == timedelta(days=30)
+    assert policy.ttl_for("plan") == timedelta(days=14)
+    assert set(policy.types_in_tier("session")) >= {"tone", "length", "roleplay", "session"}
+    assert policy.types_in_tier("inference") == ("inference",)
+
+    assert policy.source("model_inference").store == "on_confirmation"
+    assert policy.source("model_inference").confirmed_as == "user_confirmed"
+    assert policy.recallable_sources == {"user_stated", "user_confirmed", "admin"}
+    assert policy.has_source("import") and not policy.source("import").recall
+
+    assert policy.sensitivity.store_levels == ("low", "medium")
+    assert policy.sensitivity.may_inject("medium") and not policy.sensitivity.may_inject("high")
+
+    recall = policy.recall
+    assert (recall.max_memories, recall.token_budget, recall.trace_ttl_days) == (3, 400, 7)
+    assert recall.weights.vector > recall.weights.text
+    assert recall.candidate_pool >= recall.max_memories
+    assert policy.dedup.similarity > policy.conflict.similarity
+    assert policy.archive.retention_days > 0 and policy.candidates.ttl_days > 0
+    assert policy.limits.max_content_chars == 2000
+
+
+def test_accessors_reject_unknown_names(policy: Policy) -> None:
+    with pytest.raises(KeyError):
+        policy.type("nope")
+    with pytest.raises(KeyError):
+        policy.source("nope")
+    with pytest.raises(KeyError):
+        policy.slot("nope")
+    assert not policy.has_type("nope")
+
+
+def test_policy_is_frozen(policy: Policy) -> None:
+    with pytest.raises(ValueError):
+        policy.recall.max_memories = 10  # type: ignore[misc]
+
+
+def test_validator_and_detector_names_match_their_implementations() -> None:
+    assert set(VALIDATORS) == VALIDATOR_NAMES
+    assert set(BUILTIN_DETECTORS) == DETECTOR_NAMES
+
+
+def test_every_declared_example_behaves(policy: Policy) -> None:
+    # The loader checks these too; this keeps the examples honest if the loader changes.
+    for rule in policy.one_time.patterns:
+        for example in rule.examples:
+            assert is_one_time(example, policy), example
+    for example in policy.one_time.not_one_time:
+        assert not is_one_time(example, policy), example
+    for slot in policy.slots:
+        for example in slot.examples:
+            assert derive_slot(example, policy) == slot.name, example
+
+
+def test_parse_policy_labels_errors_with_the_given_name() -> None:
+    bad = DEFAULT_TEXT.replace("  max_memories: 3", "  max_memories: -1")
+    with pytest.raises(PolicyError, match=r"^deploy/policy\.yaml:\d+: recall\.max_memories: "):
+        parse_policy(bad, "deploy/policy.yaml")
+
+
+# --- strict validation: file, line, key path ---------------------------------------------------
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "version: 1\n", "version: 1\nrecal:\n  max_memories: 3\n")
+    line += 1
+    assert f"{path}:{line}: recal: unknown key" in error_of(path)
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  token_budget: 400", "  token_budgett: 400")
+    message = error_of(path)
+    assert f"{path}:{line}: recall.token_budgett: unknown key" in message
+    # A missing key is reported at its parent.
+    parent = DEFAULT_TEXT[: DEFAULT_TEXT.index("\nrecall:\n")].count("\n") + 2
+    assert f"{path}:{parent}: recall.token_budget: Field required" in message
+
+
+def test_unknown_key_in_a_list_item(tmp_path: Path) -> None:
+    path, line = variant(
+        tmp_path, "    - name: pypi_token\n", "    - name: pypi_token\n      colour: red\n"
+    )
+    message = error_of(path)
+    assert re.search(rf"{re.escape(str(path))}:{line + 1}: sensitivity\.patterns\[\d+\]\.colour:", message)
+
+
+def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: 0 ")
+    assert error_of(path) == (
+        f"{path}:{line}: recall.max_memories: Input should be greater than 0"
+    )
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    ttl_days: 14\n", "    ttl_days: two weeks\n")
+    message = error_of(path)
+    assert f"{path}:{line}: types.plan.ttl_days: Input should be a valid integer" in message
+
+
+def test_fraction_out_of_range(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  similarity: 0.92", "  similarity: 1.5")
+    assert f"{path}:{line}: dedup.similarity: Input should be less than or equal to 1" in (
+        error_of(path)
+    )
+
+
+def test_unknown_tier(tmp_path: Path) -> None:
+    old = "  format:\n    tier: long_term\n"
+    path, line = variant(tmp_path, old, "  format:\n    tier: forever\n")
+    assert f"{path}:{line + 1}: types.format.tier: Input should be" in error_of(path)
+
+
+def test_bad_type_name(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  goal:\n", "  Big-Goal:\n")
+    assert f"{path}:{line}: types.Big-Goal: String should match pattern" in error_of(path)
+
+
+def test_bad_regex_reports_its_line(tmp_path: Path) -> None:
+    old = "      regex: '(?<![A-Za-z0-9])ya29\\.[0-9A-Za-z_-]{20,}'\n"
+    path, line = variant(tmp_path, old, "      regex: '(?<![A-Za-z0-9])ya29\\.[0-9A-Za-z_-{20,}'\n")
+    message = error_of(path)
+    assert re.search(
+        rf"^{re.escape(str(path))}:{line}: sensitivity\.patterns\[\d+\]\.regex: "
+        r"invalid regular expression: ",
+        message,
+    ), message
+
+
+def test_bad_one_time_regex(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    - regex: '今天(?:先|就|只|暂时)'", "    - regex: '今天(?:先|就'")
+    assert re.search(rf":{line}: one_time\.patterns\[\d+\]\.regex: invalid regular", error_of(path))
+
+
+def test_bad_slot_regex(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "      - regex: '缩进'", "      - regex: '缩进('")
+    assert re.search(rf":{line}: slots\[\d+\]\.patterns\[1\]\.regex: invalid regular", error_of(path))
+
+
+def test_unknown_validator(tmp_path: Path) -> None:
+    path, line = variant(
+        tmp_path, "      validator: prc_id_checksum", "      validator: prc_id_checksumm"
+    )
+    message = error_of(path)
+    assert re.search(rf":{line}: sensitivity\.patterns\[\d+\]\.validator: Input should be", message)
+
+
+def test_unknown_detector(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "      detector: sendgrid", "      detector: sendgird")
+    assert re.search(rf":{line}: sensitivity\.patterns\[\d+\]\.detector: Input should be", error_of(path))
+
+
+def test_pattern_needs_regex_or_detector(tmp_path: Path) -> None:
+    path, _ = variant(
+        tmp_path, "      detector: sendgrid\n", "      detector: sendgrid\n      regex: 'SG'\n"
+    )
+    assert "give exactly one of 'regex' or 'detector'" in error_of(path)
+
+
+def test_group_beyond_the_regex(tmp_path: Path) -> None:
+    old = "      regex: '(?i)(?:ssn|social security(?: number)?)\\D{0,20}(\\d{3}-?\\d{2}-?\\d{4})(?!\\d)'\n      requires: [ssn, social security]\n      group: 1"
+    path, line = variant(tmp_path, old, old.replace("group: 1", "group: 2"))
+    assert re.search(rf":{line + 2}: sensitivity\.patterns\[\d+\]\.group: the regex has only 1", error_of(path))
+
+
+def test_time_limited_type_needs_a_ttl(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    tier: time_limited\n    ttl_days: 30\n", "    tier: time_limited\n")
+    assert f"{path}:{line}: types.goal.tier: a time_limited type needs ttl_days" in error_of(path)
+
+
+def test_long_term_type_cannot_expire(tmp_path: Path) -> None:
+    old = "  accessibility:\n    tier: long_term\n"
+    path, line = variant(tmp_path, old, old + "    ttl_days: 5\n")
+    assert f"{path}:{line + 2}: types.accessibility.ttl_days: only time_limited" in error_of(path)
+
+
+def test_unknown_source_reference(tmp_path: Path) -> None:
+    old = "    confirmed_as: user_confirmed\n"
+    path, line = variant(tmp_path, old, "    confirmed_as: the_user\n")
+    assert f"{path}:{line}: sources.model_inference.confirmed_as: unknown source 'the_user'" in (
+        error_of(path)
+    )
+
+
+def test_model_inference_is_never_recalled(tmp_path: Path) -> None:
+    old = "    recall: false       # a guess is never recalled; once confirmed it is user_confirmed"
+    path, line = variant(tmp_path, old, "    recall: true")
+    assert f"{path}:{line}: sources.model_inference.recall: model inferences are never" in (
+        error_of(path)
+    )
+
+
+def test_slot_type_must_exist(tmp_path: Path) -> None:
+    old = "  - name: framework\n    description: The backend / web framework of a project.\n"
+    path, line = variant(tmp_path, old, old + "    types: [project, projects]\n")
+    assert re.search(rf":{line + 2}: slots\[\d+\]\.types\[1\]: unknown memory type 'projects'", error_of(path))
+
+
+def test_one_time_example_must_match(tmp_path: Path) -> None:
+    old = "      examples: [今天先简单说说]"
+    path, line = variant(tmp_path, old, "      examples: [明天再说]")
+    assert re.search(rf":{line}: one_time\.patterns\[\d+\]\.examples\[0\]: the regex does not", error_of(path))
+
+
+def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    - 我叫李雷\n", "    - 这次叫我李雷\n")
+    assert re.search(rf":{line}: one_time\.not_one_time\[\d+\]: a one_time pattern matches", error_of(path))
+
+
+def test_slot_example_must_derive_its_slot(tmp_path: Path) -> None:
+    old = "    examples: [I use Neovim, 我用 VSCode 写代码, My IDE is PyCharm]"
+    path, line = variant(tmp_path, old, "    examples: [I use Neovim, project uses Flask]")
+    assert re.search(
+        rf":{line}: slots\[\d+\]\.examples\[1\]: derives slot 'framework', not 'editor'", error_of(path)
+    )
+
+
+def test_high_sensitivity_can_never_be_stored(tmp_path: Path) -> None:
+    path, line = variant(
+        tmp_path, "  store_levels: [low, medium]", "  store_levels: [low, medium, high]"
+    )
+    assert f"{path}:{line}: sensitivity.store_levels[2]: high-sensitivity text is never stored" in (
+        error_of(path)
+    )
+
+
+def test_fusion_weights_add_up(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    text: 0.25", "    text: 0.5")
+    assert f"{path}:{line - 2}: recall.weights: vector and text weights must add up to 1" in (
+        error_of(path)
+    )
+
+
+def test_candidate_pool_covers_max_memories(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  candidate_pool: 20 ", "  candidate_pool: 2 ")
+    assert f"{path}:{line}: recall.candidate_pool: must be at least recall.max_memories" in (
+        error_of(path)
+    )
+
+
+def test_missing_section(tmp_path: Path) -> None:
+    start = DEFAULT_TEXT.index("limits:\n")
+    path = tmp_path / "x.yaml"
+    path.write_text(DEFAULT_TEXT[:start], encoding="utf-8")
+    # Reported where the document's mapping starts (after the header comments).
+    first = DEFAULT_TEXT[: DEFAULT_TEXT.index("version: 1")].count("\n") + 1
+    assert f"{path}:{first}: limits: Field required" in error_of(path)
+
+
+def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: 3\n  max_memories: 30 ")
+    assert f"{path}:{line + 1}: recall.max_memories: duplicate key" in error_of(path)
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  token_budget: 400", "  token_budget: [400")
+    message = error_of(path)
+    assert message.startswith(f"{path}:") and "invalid YAML" in message
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n", encoding="utf-8")
+    assert error_of(path) == f"{path}:1: the policy must be a YAML mapping"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    assert error_of(path).startswith(f"{path}: cannot read policy")
+
+
+def test_all_problems_are_reported_in_line_order(tmp_path: Path) -> None:
+    text = DEFAULT_TEXT.replace("  max_memories: 3 ", "  max_memories: 0 ").replace(
+        "  retention_days: 30", "  retention_days: -3"
+    )
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    lines = error_of(path).splitlines()
+    assert [line.split(": ")[1] for line in lines] == [
+        "recall.max_memories",
+        "archive.retention_days",
+    ]
+
+
+# --- property-based --------------------------------------------------------------------------
+
+MAX_MEMORIES_LINE = DEFAULT_TEXT[: DEFAULT_TEXT.index("  max_memories: 3 ")].count("\n") + 1
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.integers(min_value=-1000, max_value=1000))
+def test_max_memories_accepts_exactly_positive_integers(value: int) -> None:
+    text = DEFAULT_TEXT.replace("  max_memories: 3 ", f"  max_memories: {value} ")
+    text = text.replace("  candidate_pool: 20 ", f"  candidate_pool: {max(value, 20)} ")
+    if value > 0:
+        assert parse_policy(text, "p.yaml").recall.max_memories == value
+    else:
+        with pytest.raises(PolicyError) as info:
+            parse_policy(text, "p.yaml")
+        assert str(info.value) == (
+            f"p.yaml:{MAX_MEMORIES_LINE}: recall.max_memories: Input should be greater than 0"
+        )
+
+
+SECTIONS = ["recall", "dedup", "conflict", "archive", "candidates", "limits"]
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    section=st.sampled_from(SECTIONS),
+    key=st.from_regex(r"[a-z][a-z_]{2,20}", fullmatch=True),
+)
+def test_any_unknown_key_is_named_with_its_line(section: str, key: str) -> None:
+    policy = load_policy()
+    if key in type(getattr(policy, section)).model_fields:
+        return
+    header = f"\n{section}:\n"
+    text = DEFAULT_TEXT.replace(header, f"{header}  {key}: 1\n", 1)
+    line = DEFAULT_TEXT[: DEFAULT_TEXT.index(header)].count("\n") + 3
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text, "p.yaml")
+    assert f"p.yaml:{line}: {section}.{key}: unknown key" in str(info.value)
