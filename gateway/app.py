@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -11,6 +11,7 @@ from litestar import Litestar, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
 from .clock import Clock, SystemClock
@@ -18,14 +19,14 @@ from .config import Settings
 from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
 from .memories import Memories
-from .metrics import Metrics
 from .memory_api import ROUTES as MEMORY_ROUTES
+from .metrics import Metrics
 from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
 from .recall import Recaller
-from .tokens import prepare_cache
 from .store import Store
+from .tokens import prepare_cache
 from .upstream import Upstream
 
 log = structlog.get_logger("memgate")
@@ -84,6 +85,43 @@ async def metrics_endpoint(state: State) -> Response[bytes]:
     return Response(payload, media_type=content_type)
 
 
+def _count_api_requests(metrics: Metrics, clock: Clock) -> Callable[[ASGIApp], ASGIApp]:
+    """Metrics and the summary log line for the memory API and admin page.
+
+    The proxy routes account for themselves (they know upstream time); everything else
+    passes straight through.
+    """
+
+    def factory(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            path = scope.get("path", "") if scope["type"] == "http" else ""
+            if not path.startswith(("/v1/memor", "/admin")):
+                await app(scope, receive, send)
+                return
+            route = "admin" if path.startswith("/admin") else "memory_api"
+            started = clock.monotonic()
+            status = 500
+
+            async def capture(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await app(scope, receive, capture)
+            finally:
+                total = clock.monotonic() - started
+                metrics.requests.labels(route, str(status), "none").inc()
+                metrics.request_duration.labels(route, "false").observe(total)
+                log.info("request", route=route, method=scope.get("method"), status=status,
+                         total_ms=round(total * 1000, 2))
+
+        return middleware
+
+    return factory
+
+
 def create_app(
     settings: Settings,
     *,
@@ -115,8 +153,12 @@ def create_app(
             app.state.upstream = upstream
             app.state.memories = memories
             flow = memory or MemoryFlow(
-                Recaller(store, the_embedder, the_policy, the_clock), store, metrics, the_clock,
-                the_policy.recall.trace_ttl_days)
+                Recaller(store, the_embedder, the_policy, the_clock),
+                store,
+                metrics,
+                the_clock,
+                the_policy.recall.trace_ttl_days,
+            )
             app.state.memory = flow
             yield
             if isinstance(flow, MemoryFlow):
@@ -136,8 +178,14 @@ def create_app(
         }
     )
     return Litestar(
-        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_endpoint,
-                        *MEMORY_ROUTES],
+        route_handlers=[
+            chat_completions,
+            passthrough,
+            healthz,
+            readyz,
+            metrics_endpoint,
+            *MEMORY_ROUTES,
+        ],
         lifespan=[lifespan],
         state=state,
         exception_handlers={
@@ -146,5 +194,6 @@ def create_app(
             Exception: _unexpected,
         },
         openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
+        middleware=[_count_api_requests(metrics, the_clock)],
         debug=False,
     )

@@ -97,8 +97,9 @@ class UpstreamEmbedder:
     async def embed(self, texts: list[str]) -> np.ndarray:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self._settings.read_timeout,
-                                      connect=self._settings.connect_timeout)
+                timeout=httpx.Timeout(
+                    self._settings.read_timeout, connect=self._settings.connect_timeout
+                )
             )
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         resp = await self._client.post(

@@ -55,9 +55,11 @@ def insert(body: dict[str, Any], content: str) -> dict[str, Any]:
     """A new body with the memory message added; every other field stays as it came."""
     messages = list(body["messages"])
     at = 0
-    while at < len(messages) and isinstance(messages[at], dict) and messages[at].get(
-        "role"
-    ) in ("system", "developer"):
+    while (
+        at < len(messages)
+        and isinstance(messages[at], dict)
+        and messages[at].get("role") in ("system", "developer")
+    ):
         at += 1
     messages.insert(at, {"role": "system", "content": content})
     return {**body, "messages": messages}

@@ -70,8 +70,16 @@ class Memories:
     ) -> WriteOutcome:
         now = self.clock.now()
         content = content.strip()
-        draft = Draft(content=content, type=type, source=source, scope=scope,
-                      project_id=project_id, expires_at=expires_at, confirmed=confirmed, slot=slot)
+        draft = Draft(
+            content=content,
+            type=type,
+            source=source,
+            scope=scope,
+            project_id=project_id,
+            expires_at=expires_at,
+            confirmed=confirmed,
+            slot=slot,
+        )
         decision = check_write(draft, self.policy, now)
         if not decision.allowed:
             raise WriteRefused(
@@ -87,93 +95,150 @@ class Memories:
             )
             same = [m for m in same if m.scope == scope and m.project_id == project_id]
             neighbours = await self.store.similar_memories(
-                ident.tenant, ident.user, vector, k=_NEIGHBOURS, scope=scope,
+                ident.tenant,
+                ident.user,
+                vector,
+                k=_NEIGHBOURS,
+                scope=scope,
                 project_id=project_id,
             )
-            duplicate = same[0] if same else next(
-                (n.memory for n in neighbours if n.similarity >= self.policy.dedup.similarity),
-                None,
+            duplicate = (
+                same[0]
+                if same
+                else next(
+                    (n.memory for n in neighbours if n.similarity >= self.policy.dedup.similarity),
+                    None,
+                )
             )
             if duplicate is not None:
-                return WriteOutcome(await self._reconfirm(duplicate, now, actor), created=False,
-                                    deduplicated=True)
+                return WriteOutcome(
+                    await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
+                )
             conflicts = [
-                n.memory for n in neighbours
-                if decision.slot and n.memory.slot == decision.slot
+                n.memory
+                for n in neighbours
+                if decision.slot
+                and n.memory.slot == decision.slot
                 and n.similarity >= self.policy.conflict.similarity
             ]
             memory = Memory(
-                id=new_memory_id(), tenant=ident.tenant, user=ident.user, content=content,
-                type=type, source=decision.source, scope=scope, project_id=project_id,
-                slot=decision.slot, confidence=confidence, sensitivity=decision.sensitivity,
-                created_at=now, updated_at=now, confirmed_at=now,
-                expires_at=decision.expires_at, supersedes=[m.id for m in conflicts],
+                id=new_memory_id(),
+                tenant=ident.tenant,
+                user=ident.user,
+                content=content,
+                type=type,
+                source=decision.source,
+                scope=scope,
+                project_id=project_id,
+                slot=decision.slot,
+                confidence=confidence,
+                sensitivity=decision.sensitivity,
+                created_at=now,
+                updated_at=now,
+                confirmed_at=now,
+                expires_at=decision.expires_at,
+                supersedes=[m.id for m in conflicts],
                 evidence_trace=evidence_trace,
                 evidence_excerpt=self._excerpt(evidence_text) if evidence_text else None,
                 embedding_model=self.embedder.model_id,
             )
             expire_at = memory.expires_at.timestamp() if memory.expires_at else None
-            await self.store.put_memory(memory, search_text=search_text(content),
-                                        embedding=vector, expire_at=expire_at)
-            await self._log(memory, actor, "created", {"source": memory.source,
-                            "type": memory.type, "scope": memory.scope,
-                            "supersedes": memory.supersedes}, now)
+            await self.store.put_memory(
+                memory, search_text=search_text(content), embedding=vector, expire_at=expire_at
+            )
+            await self._log(
+                memory,
+                actor,
+                "created",
+                {
+                    "source": memory.source,
+                    "type": memory.type,
+                    "scope": memory.scope,
+                    "supersedes": memory.supersedes,
+                },
+                now,
+            )
             for old in conflicts:
                 await self._supersede(old, memory, now, actor)
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
     async def _reconfirm(self, memory: Memory, now: datetime, actor: str) -> Memory:
-        await self.store.update_memory(memory, {"confirmed_at": now.timestamp(),
-                                                "updated_at": now.timestamp()})
+        await self.store.update_memory(
+            memory, {"confirmed_at": now.timestamp(), "updated_at": now.timestamp()}
+        )
         memory.confirmed_at = memory.updated_at = now
         await self._log(memory, actor, "reconfirmed", {}, now)
         return memory
 
     async def _supersede(self, old: Memory, new: Memory, now: datetime, actor: str) -> None:
-        await self.store.update_memory(old, {"status": "superseded", "superseded_by": new.id,
-                                             "updated_at": now.timestamp()})
-        await self._log(old, actor, "superseded", {"status": ["active", "superseded"],
-                        "superseded_by": new.id}, now)
+        await self.store.update_memory(
+            old, {"status": "superseded", "superseded_by": new.id, "updated_at": now.timestamp()}
+        )
+        await self._log(
+            old,
+            actor,
+            "superseded",
+            {"status": ["active", "superseded"], "superseded_by": new.id},
+            now,
+        )
 
     def _excerpt(self, text: str) -> str:
         """Evidence keeps a short excerpt with secrets and personal ids removed."""
         return redact(text, self.policy, min_level="medium")[:EXCERPT_CHARS]
 
-    async def update(self, ident: Identity, memory_id: str, patch: dict[str, Any],
-                     actor: str = "user") -> Memory:
+    async def update(
+        self, ident: Identity, memory_id: str, patch: dict[str, Any], actor: str = "user"
+    ) -> Memory:
         now = self.clock.now()
         unknown = set(patch) - set(EDITABLE)
         if unknown:
-            raise WriteRefused(f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
-                               extra={"reasons": ["invalid"]})
+            raise WriteRefused(
+                f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
+                extra={"reasons": ["invalid"]},
+            )
         async with self.store.user_lock(ident.tenant, ident.user):
             memory = await self.get(ident, memory_id)
             before = {k: getattr(memory, k) for k in EDITABLE}
             after = dict(before)
             for key, value in patch.items():
                 after[key] = from_iso(value) if key == "expires_at" and value else value
-            draft = Draft(content=str(after["content"]).strip(), type=after["type"],
-                          source=memory.source, scope=after["scope"],
-                          project_id=after["project_id"], expires_at=after["expires_at"],
-                          confirmed=True, slot=after["slot"])
+            draft = Draft(
+                content=str(after["content"]).strip(),
+                type=after["type"],
+                source=memory.source,
+                scope=after["scope"],
+                project_id=after["project_id"],
+                expires_at=after["expires_at"],
+                confirmed=True,
+                slot=after["slot"],
+            )
             decision = check_write(draft, self.policy, now)
             if not decision.allowed:
-                raise WriteRefused("The edit was not saved: " + ", ".join(decision.reasons) + ".",
-                                   extra={"reasons": list(decision.reasons)})
-            changes = {k: [_show(before[k]), _show(after[k])] for k in EDITABLE
-                       if before[k] != after[k]}
+                raise WriteRefused(
+                    "The edit was not saved: " + ", ".join(decision.reasons) + ".",
+                    extra={"reasons": list(decision.reasons)},
+                )
+            changes = {
+                k: [_show(before[k]), _show(after[k])] for k in EDITABLE if before[k] != after[k]
+            }
             for key in EDITABLE:
                 setattr(memory, key, after[key])
             memory.content = draft.content
             memory.slot = decision.slot
             memory.sensitivity = decision.sensitivity
-            memory.expires_at = decision.expires_at if "expires_at" in patch or (
-                "type" in patch) else memory.expires_at
+            memory.expires_at = (
+                decision.expires_at
+                if "expires_at" in patch or ("type" in patch)
+                else memory.expires_at
+            )
             memory.updated_at = memory.confirmed_at = now
             vector = (await self.embedder.embed([memory.content]))[0]
             await self.store.put_memory(
-                memory, search_text=search_text(memory.content), embedding=vector,
-                expire_at=memory.expires_at.timestamp() if memory.expires_at else None)
+                memory,
+                search_text=search_text(memory.content),
+                embedding=vector,
+                expire_at=memory.expires_at.timestamp() if memory.expires_at else None,
+            )
             await self._log(memory, actor, "edited", changes, now)
         return memory
 
@@ -189,12 +254,19 @@ class Memories:
             raise NotFound(f"No memory with id {memory_id!r}.", param="id")
         return memory
 
-    async def list(self, ident: Identity, *, status: str | None = None, type: str | None = None,
-                   project_id: str | None = None) -> list[Memory]:
+    async def list(
+        self,
+        ident: Identity,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        project_id: str | None = None,
+    ) -> list[Memory]:
         if self.store._index is None:
             await self.ready()
-        return await self.store.find_memories(ident.tenant, ident.user, status=status,
-                                              type_=type, project_id=project_id)
+        return await self.store.find_memories(
+            ident.tenant, ident.user, status=status, type_=type, project_id=project_id
+        )
 
     async def history(self, ident: Identity, memory_id: str) -> list[dict[str, Any]]:
         entries = await self.store.history(ident.tenant, ident.user, memory_id)
@@ -214,13 +286,22 @@ class Memories:
         # The history keeps who deleted what when, without the content, for the retention period.
         retention = now + timedelta(days=self.policy.archive.retention_days)
         await self.store.append_history(
-            memory.tenant, memory.user, memory.id,
+            memory.tenant,
+            memory.user,
+            memory.id,
             {"at": to_iso(now), "actor": actor, "action": "deleted", "changes": {}},
-            expire_at=retention.timestamp(), replace=True,
+            expire_at=retention.timestamp(),
+            replace=True,
         )
 
-    async def delete_where(self, ident: Identity, *, project_id: str | None = None,
-                           everything: bool = False, actor: str = "user") -> int:
+    async def delete_where(
+        self,
+        ident: Identity,
+        *,
+        project_id: str | None = None,
+        everything: bool = False,
+        actor: str = "user",
+    ) -> int:
         """Delete one project's memories or all of them, then verify none is left."""
         if not everything and not project_id:
             raise ValueError("say which memories to delete")
@@ -234,29 +315,37 @@ class Memories:
                 raise RuntimeError(f"{len(left)} memories survived a delete")
         return len(doomed)
 
-    async def archive_project(self, ident: Identity, project_id: str,
-                              actor: str = "user") -> int:
+    async def archive_project(self, ident: Identity, project_id: str, actor: str = "user") -> int:
         """A finished project's memories stop being recalled and expire after the retention."""
         now = self.clock.now()
         until = now + timedelta(days=self.policy.archive.retention_days)
         async with self.store.user_lock(ident.tenant, ident.user):
-            active = await self.store.find_memories(ident.tenant, ident.user, status="active",
-                                                    project_id=project_id)
+            active = await self.store.find_memories(
+                ident.tenant, ident.user, status="active", project_id=project_id
+            )
             for memory in active:
                 await self.store.update_memory(
-                    memory, {"status": "archived", "updated_at": now.timestamp(),
-                             "expires_ts": until.timestamp()}, expire_at=until.timestamp())
-                await self._log(memory, actor, "archived",
-                                {"status": ["active", "archived"]}, now)
+                    memory,
+                    {
+                        "status": "archived",
+                        "updated_at": now.timestamp(),
+                        "expires_ts": until.timestamp(),
+                    },
+                    expire_at=until.timestamp(),
+                )
+                await self._log(memory, actor, "archived", {"status": ["active", "archived"]}, now)
         return len(active)
 
-    async def _log(self, memory: Memory, actor: str, action: str, changes: dict[str, Any],
-                   now: datetime) -> None:
+    async def _log(
+        self, memory: Memory, actor: str, action: str, changes: dict[str, Any], now: datetime
+    ) -> None:
         expire = None
         if memory.expires_at is not None:
             expire = memory.expires_at.timestamp()
         await self.store.append_history(
-            memory.tenant, memory.user, memory.id,
+            memory.tenant,
+            memory.user,
+            memory.id,
             {"at": to_iso(now), "actor": actor, "action": action, "changes": changes},
             expire_at=expire,
         )

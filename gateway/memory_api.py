@@ -34,9 +34,9 @@ class MemoryPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     content: str | msgspec.UnsetType = msgspec.UNSET
     type: str | msgspec.UnsetType = msgspec.UNSET
     scope: str | msgspec.UnsetType = msgspec.UNSET
-    project_id: str | None | msgspec.UnsetType = msgspec.UNSET
-    expires_at: str | None | msgspec.UnsetType = msgspec.UNSET
-    slot: str | None | msgspec.UnsetType = msgspec.UNSET
+    project_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    expires_at: str | msgspec.UnsetType | None = msgspec.UNSET
+    slot: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class SettingsPatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -53,8 +53,9 @@ def _decode(raw: bytes, kind: type[Any]) -> Any:
 
 
 def _who(request: Request[Any, Any, State]) -> Identity:
-    return identity_mod.resolve(request.headers, None,
-                                admin_token=request.app.state.settings.admin_token)
+    return identity_mod.resolve(
+        request.headers, None, admin_token=request.app.state.settings.admin_token
+    )
 
 
 def _when(value: str | None, param: str) -> datetime | None:
@@ -87,12 +88,19 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
             extra={"reasons": ["model_inference"]},
         )
     if data.source == "admin" and not ident.is_admin:
-        raise WriteRefused("Only the admin token may store admin memories.",
-                           extra={"reasons": ["invalid"]})
+        raise WriteRefused(
+            "Only the admin token may store admin memories.", extra={"reasons": ["invalid"]}
+        )
     outcome = await (await _service(state)).create(
-        ident, content=data.content, type=data.type, source=data.source, scope=data.scope,
-        project_id=_project(data.project_id), expires_at=_when(data.expires_at, "expires_at"),
-        slot=data.slot, actor="admin" if ident.is_admin else "user",
+        ident,
+        content=data.content,
+        type=data.type,
+        source=data.source,
+        scope=data.scope,
+        project_id=_project(data.project_id),
+        expires_at=_when(data.expires_at, "expires_at"),
+        slot=data.slot,
+        actor="admin" if ident.is_admin else "user",
     )
     body = outcome.memory.to_api()
     body["deduplicated"] = outcome.deduplicated
@@ -101,38 +109,47 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
 
 
 @get("/v1/memories", summary="List the caller's memories")
-async def list_memories(request: Request[Any, Any, State], state: State,
-                        project_id: str | None = None, status: str | None = None,
-                        type: str | None = None) -> dict[str, Any]:
+async def list_memories(
+    request: Request[Any, Any, State],
+    state: State,
+    project_id: str | None = None,
+    status: str | None = None,
+    type: str | None = None,
+) -> dict[str, Any]:
     ident = _who(request)
-    found = await (await _service(state)).list(ident, status=status, type=type,
-                                               project_id=project_id)
+    found = await (await _service(state)).list(
+        ident, status=status, type=type, project_id=project_id
+    )
     return {"object": "list", "data": [m.to_api() for m in found]}
 
 
 @delete("/v1/memories", status_code=200, summary="Delete one project's memories, or all")
-async def delete_memories(request: Request[Any, Any, State], state: State,
-                          project_id: str | None = None,
-                          all: bool = False) -> dict[str, Any]:  # noqa: A002
+async def delete_memories(
+    request: Request[Any, Any, State],
+    state: State,
+    project_id: str | None = None,
+    all: bool = False,
+) -> dict[str, Any]:
     ident = _who(request)
     if not all and not project_id:
-        raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.",
-                         param="project_id")
+        raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.", param="project_id")
     count = await (await _service(state)).delete_where(
-        ident, project_id=_project(project_id), everything=all)
-    return {"object": "memory.deleted", "deleted": count, "project_id": project_id,
-            "all": all}
+        ident, project_id=_project(project_id), everything=all
+    )
+    return {"object": "memory.deleted", "deleted": count, "project_id": project_id, "all": all}
 
 
 @get("/v1/memories/{memory_id:str}", summary="One memory")
-async def get_memory(request: Request[Any, Any, State], state: State,
-                     memory_id: str) -> dict[str, Any]:
+async def get_memory(
+    request: Request[Any, Any, State], state: State, memory_id: str
+) -> dict[str, Any]:
     return (await (await _service(state)).get(_who(request), memory_id)).to_api()
 
 
 @patch("/v1/memories/{memory_id:str}", summary="Edit a memory")
-async def patch_memory(request: Request[Any, Any, State], state: State,
-                       memory_id: str) -> dict[str, Any]:
+async def patch_memory(
+    request: Request[Any, Any, State], state: State, memory_id: str
+) -> dict[str, Any]:
     ident = _who(request)
     data: MemoryPatch = _decode(await request.body(), MemoryPatch)
     changes = msgspec.structs.asdict(data)
@@ -142,22 +159,26 @@ async def patch_memory(request: Request[Any, Any, State], state: State,
     if changes.get("expires_at"):
         _when(changes["expires_at"], "expires_at")
     memory = await (await _service(state)).update(
-        ident, memory_id, changes, actor="admin" if ident.is_admin else "user")
+        ident, memory_id, changes, actor="admin" if ident.is_admin else "user"
+    )
     return memory.to_api()
 
 
 @delete("/v1/memories/{memory_id:str}", status_code=200, summary="Delete a memory")
-async def delete_memory(request: Request[Any, Any, State], state: State,
-                        memory_id: str) -> dict[str, Any]:
+async def delete_memory(
+    request: Request[Any, Any, State], state: State, memory_id: str
+) -> dict[str, Any]:
     ident = _who(request)
-    await (await _service(state)).delete(ident, memory_id,
-                                         actor="admin" if ident.is_admin else "user")
+    await (await _service(state)).delete(
+        ident, memory_id, actor="admin" if ident.is_admin else "user"
+    )
     return {"object": "memory.deleted", "id": memory_id, "deleted": True}
 
 
 @get("/v1/memories/{memory_id:str}/history", summary="Every change to a memory")
-async def memory_history(request: Request[Any, Any, State], state: State,
-                         memory_id: str) -> dict[str, Any]:
+async def memory_history(
+    request: Request[Any, Any, State], state: State, memory_id: str
+) -> dict[str, Any]:
     entries = await (await _service(state)).history(_who(request), memory_id)
     return {"object": "list", "id": memory_id, "data": entries}
 
@@ -173,31 +194,48 @@ async def get_settings(request: Request[Any, Any, State], state: State) -> dict[
 async def patch_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
     ident = _who(request)
     data: SettingsPatch = _decode(await request.body(), SettingsPatch)
-    await state.store.set_settings(ident.tenant, ident.user,
-                                   {"recall_paused": "true" if data.recall_paused else "false"})
+    await state.store.set_settings(
+        ident.tenant, ident.user, {"recall_paused": "true" if data.recall_paused else "false"}
+    )
     return {"object": "memory.settings", "recall_paused": data.recall_paused}
 
 
 @get("/v1/memory/traces/{trace_id:str}", summary="Which memories an answer used, and why")
-async def get_trace(request: Request[Any, Any, State], state: State,
-                    trace_id: str) -> dict[str, Any]:
+async def get_trace(
+    request: Request[Any, Any, State], state: State, trace_id: str
+) -> dict[str, Any]:
     ident = _who(request)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
-        raise NotFound(f"No trace {trace_id[:40]!r} for this user (traces expire).",
-                       param="trace_id")
+        raise NotFound(
+            f"No trace {trace_id[:40]!r} for this user (traces expire).", param="trace_id"
+        )
     return trace
 
 
-@post("/v1/memory/projects/{project_id:str}/archive", status_code=200,
-      summary="Archive a finished project's memories")
-async def archive_project(request: Request[Any, Any, State], state: State,
-                          project_id: str) -> dict[str, Any]:
+@post(
+    "/v1/memory/projects/{project_id:str}/archive",
+    status_code=200,
+    summary="Archive a finished project's memories",
+)
+async def archive_project(
+    request: Request[Any, Any, State], state: State, project_id: str
+) -> dict[str, Any]:
     ident = _who(request)
     count = await (await _service(state)).archive_project(ident, _project(project_id) or "")
     return {"object": "memory.project.archived", "project_id": project_id, "archived": count}
 
 
-ROUTES = [create_memory, list_memories, delete_memories, get_memory, patch_memory,
-          delete_memory, memory_history, get_settings, patch_settings, get_trace,
-          archive_project]
+ROUTES = [
+    create_memory,
+    list_memories,
+    delete_memories,
+    get_memory,
+    patch_memory,
+    delete_memory,
+    memory_history,
+    get_settings,
+    patch_settings,
+    get_trace,
+    archive_project,
+]

@@ -71,8 +71,9 @@ class MemoryFlow:
     without memories and the fault is counted.
     """
 
-    def __init__(self, recaller: Recaller, store: Store, metrics: Metrics, clock: Clock,
-                 trace_ttl_days: int) -> None:
+    def __init__(
+        self, recaller: Recaller, store: Store, metrics: Metrics, clock: Clock, trace_ttl_days: int
+    ) -> None:
         self.recaller = recaller
         self.store = store
         self.metrics = metrics
@@ -86,7 +87,7 @@ class MemoryFlow:
         now = self.clock.now()
         try:
             result = await self.recaller.recall(identity, body)
-        except Exception as exc:  # noqa: BLE001 - any backend fault degrades to "no memory"
+        except Exception as exc:
             component = "redis" if isinstance(exc, RedisError) else "embedder"
             self.metrics.backend_errors.labels(component).inc()
             log.warning("recall_failed", trace_id=identity.trace_id, error=type(exc).__name__)
@@ -97,11 +98,15 @@ class MemoryFlow:
         self._spawn(self._save_trace(identity, now, result))
         if identity.mode == "dry-run" or not result.injected:
             return Prepared(content=raw)
-        self._spawn(self.store.mark_injected(identity.tenant, identity.user, injected_ids,
-                                             now.timestamp()))
+        self._spawn(
+            self.store.mark_injected(identity.tenant, identity.user, injected_ids, now.timestamp())
+        )
         new_body = inject.insert(body, inject.render(result.lines))
-        return Prepared(content=_encoder.encode(new_body), injected_ids=injected_ids,
-                        injected_tokens=result.tokens)
+        return Prepared(
+            content=_encoder.encode(new_body),
+            injected_ids=injected_ids,
+            injected_tokens=result.tokens,
+        )
 
     def finish(self, exchange: Exchange) -> None:
         return None
@@ -119,25 +124,37 @@ class MemoryFlow:
         if result.conflicts:
             m.conflicts.inc(result.conflicts)
 
-    async def _save_trace(self, ident: Identity, when: datetime, result: RecallResult | None,
-                          error: str | None = None) -> None:
+    async def _save_trace(
+        self, ident: Identity, when: datetime, result: RecallResult | None, error: str | None = None
+    ) -> None:
         trace: dict[str, Any] = {
-            "object": "memory.trace", "id": ident.trace_id, "created_at": to_iso(when),
-            "user": ident.user, "project_id": ident.project_id, "task": ident.task,
-            "mode": ident.mode, "error": error,
+            "object": "memory.trace",
+            "id": ident.trace_id,
+            "created_at": to_iso(when),
+            "user": ident.user,
+            "project_id": ident.project_id,
+            "task": ident.task,
+            "mode": ident.mode,
+            "error": error,
         }
         if result is not None:
             injected = [m.id for m in result.injected]
-            trace.update({
-                "query_hash": result.query_hash, "skipped": result.skipped,
-                "candidates": [c.to_trace() for c in result.candidates],
-                "injected": injected if ident.mode == "on" else [],
-                "would_inject": injected, "injected_tokens": result.tokens,
-                "conflicts": result.conflicts, "timings_ms": result.timings_ms,
-            })
+            trace.update(
+                {
+                    "query_hash": result.query_hash,
+                    "skipped": result.skipped,
+                    "candidates": [c.to_trace() for c in result.candidates],
+                    "injected": injected if ident.mode == "on" else [],
+                    "would_inject": injected,
+                    "injected_tokens": result.tokens,
+                    "conflicts": result.conflicts,
+                    "timings_ms": result.timings_ms,
+                }
+            )
         try:
-            await self.store.put_trace(ident.tenant, ident.user, ident.trace_id, trace,
-                                       self.trace_ttl)
+            await self.store.put_trace(
+                ident.tenant, ident.user, ident.trace_id, trace, self.trace_ttl
+            )
         except RedisError:
             self.metrics.backend_errors.labels("redis").inc()
 

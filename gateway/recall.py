@@ -24,8 +24,16 @@ from .records import Memory
 from .store import Hit, Store
 from .textsearch import search_text
 
-CHECKS = ("expired", "scope", "source", "threshold", "superseded", "conflict", "sensitivity",
-          "paused")
+CHECKS = (
+    "expired",
+    "scope",
+    "source",
+    "threshold",
+    "superseded",
+    "conflict",
+    "sensitivity",
+    "paused",
+)
 _TEXT_SATURATION = 1.0  # BM25 s maps to s / (s + 1): bounded, comparable with cosine
 
 
@@ -41,11 +49,19 @@ class Candidate:
     def to_trace(self) -> dict[str, Any]:
         m = self.memory
         return {
-            "id": m.id, "type": m.type, "scope": m.scope, "project_id": m.project_id,
-            "source": m.source, "slot": m.slot,
-            "scores": {"vector": round(self.vector, 4), "text": round(self.text, 4),
-                       "fused": round(self.fused, 4)},
-            "decision": self.decision, "reason": self.reason,
+            "id": m.id,
+            "type": m.type,
+            "scope": m.scope,
+            "project_id": m.project_id,
+            "source": m.source,
+            "slot": m.slot,
+            "scores": {
+                "vector": round(self.vector, 4),
+                "text": round(self.text, 4),
+                "fused": round(self.fused, 4),
+            },
+            "decision": self.decision,
+            "reason": self.reason,
         }
 
 
@@ -71,8 +87,11 @@ def latest_user_text(messages: Any) -> str:
         if isinstance(content, str):
             return content.strip()
         if isinstance(content, list):
-            parts = [p.get("text", "") for p in content
-                     if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
+            parts = [
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") in ("text", "input_text")
+            ]
             return " ".join(x for x in parts if isinstance(x, str)).strip()
         return ""
     return ""
@@ -99,8 +118,13 @@ class Recaller:
         now = clock.now()
         settings = await self.store.get_settings(ident.tenant, ident.user)
         hits = await self.store.recall_candidates(
-            ident.tenant, ident.user, vector, search_text(text[:2000]),
-            project_id=ident.project_id, task=ident.task, now_ts=now.timestamp(),
+            ident.tenant,
+            ident.user,
+            vector,
+            search_text(text[:2000]),
+            project_id=ident.project_id,
+            task=ident.task,
+            now_ts=now.timestamp(),
             pool=self.policy.recall.candidate_pool,
         )
         t_search = clock.monotonic()
@@ -111,8 +135,10 @@ class Recaller:
         self._select(result, str(body.get("model") or ""))
         t_filter = clock.monotonic()
         result.timings_ms = {
-            "embed": _ms(t_embed - started), "search": _ms(t_search - t_embed),
-            "filter": _ms(t_filter - t_search), "total": _ms(t_filter - started),
+            "embed": _ms(t_embed - started),
+            "search": _ms(t_search - t_embed),
+            "filter": _ms(t_filter - t_search),
+            "total": _ms(t_filter - started),
         }
         return result
 
@@ -122,8 +148,9 @@ class Recaller:
         fused = weights.vector * max(hit.vector, 0.0) + weights.text * text_norm
         return Candidate(hit.memory, hit.vector, hit.text, fused)
 
-    async def _check(self, result: RecallResult, ident: Identity, now: datetime,
-                     paused: bool) -> None:
+    async def _check(
+        self, result: RecallResult, ident: Identity, now: datetime, paused: bool
+    ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
             cand.reason = self._first_failure(cand, ident, now)
@@ -132,7 +159,8 @@ class Recaller:
         result.conflicts = await self._resolve_conflicts(alive, ident)
         for cand in alive:
             if cand.reason is None and not self.policy.sensitivity.may_inject(
-                    cand.memory.sensitivity):
+                cand.memory.sensitivity
+            ):
                 cand.reason = "sensitivity"
             if cand.reason is None and paused:
                 cand.reason = "paused"
@@ -164,14 +192,18 @@ class Recaller:
                 continue
             group.sort(key=lambda c: _when(c.memory), reverse=True)
             vectors = await self.store.get_embeddings(
-                ident.tenant, ident.user, [c.memory.id for c in group])
+                ident.tenant, ident.user, [c.memory.id for c in group]
+            )
             for i, newer in enumerate(group):
                 if newer.reason is not None:
                     continue
-                for older in group[i + 1:]:
+                for older in group[i + 1 :]:
                     a, b = vectors.get(newer.memory.id), vectors.get(older.memory.id)
-                    same_subject = a is None or b is None or float(
-                        np.dot(a, b)) >= self.policy.conflict.similarity
+                    same_subject = (
+                        a is None
+                        or b is None
+                        or float(np.dot(a, b)) >= self.policy.conflict.similarity
+                    )
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1

@@ -131,7 +131,8 @@ class Memory:
             if isinstance(value, datetime):
                 data[key] = to_iso(value)
         data["object"] = "memory"
-        data["evidence"] = (
-            {"trace_id": data.pop("evidence_trace"), "excerpt": data.pop("evidence_excerpt")}
-        )
+        data["evidence"] = {
+            "trace_id": data.pop("evidence_trace"),
+            "excerpt": data.pop("evidence_excerpt"),
+        }
         return data

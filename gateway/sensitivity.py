@@ -411,10 +411,21 @@ def _resolve(found: list[Finding]) -> tuple[Finding, ...]:
     return tuple(sorted(kept, key=lambda f: (f.start, f.end, f.kind)))
 
 
+# Full-width letters and digits (ＡＢＣ１２３, typed with a Chinese IME in full-width mode) fold
+# to ASCII one character for one, so positions in the folded text are positions in the original.
+# Punctuation is left alone: the patterns already accept both widths where it matters.
+_FOLD_WIDTH = {
+    **{0xFF10 + i: 0x30 + i for i in range(10)},
+    **{0xFF21 + i: 0x41 + i for i in range(26)},
+    **{0xFF41 + i: 0x61 + i for i in range(26)},
+}
+
+
 def scan(text: str, policy: Policy) -> Scan:
     """Classify ``text`` as low, medium or high sensitivity and say where."""
     if not text:
         return _LOW
+    text = text.translate(_FOLD_WIDTH)
     found = _raw_findings(text, policy)
     entropy = policy.sensitivity.entropy
     if entropy.enabled:

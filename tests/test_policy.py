@@ -144,14 +144,14 @@ def test_unknown_key_in_a_list_item(tmp_path: Path) -> None:
         tmp_path, "    - name: pypi_token\n", "    - name: pypi_token\n      colour: red\n"
     )
     message = error_of(path)
-    assert re.search(rf"{re.escape(str(path))}:{line + 1}: sensitivity\.patterns\[\d+\]\.colour:", message)
+    assert re.search(
+        rf"{re.escape(str(path))}:{line + 1}: sensitivity\.patterns\[\d+\]\.colour:", message
+    )
 
 
 def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: 0 ")
-    assert error_of(path) == (
-        f"{path}:{line}: recall.max_memories: Input should be greater than 0"
-    )
+    assert error_of(path) == (f"{path}:{line}: recall.max_memories: Input should be greater than 0")
 
 
 def test_wrong_type(tmp_path: Path) -> None:
@@ -190,13 +190,17 @@ def test_bad_regex_reports_its_line(tmp_path: Path) -> None:
 
 
 def test_bad_one_time_regex(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "    - regex: '今天(?:先|就|只|暂时)'", "    - regex: '今天(?:先|就'")
+    path, line = variant(
+        tmp_path, "    - regex: '今天(?:先|就|只|暂时)'", "    - regex: '今天(?:先|就'"
+    )
     assert re.search(rf":{line}: one_time\.patterns\[\d+\]\.regex: invalid regular", error_of(path))
 
 
 def test_bad_slot_regex(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "      - regex: '缩进'", "      - regex: '缩进('")
-    assert re.search(rf":{line}: slots\[\d+\]\.patterns\[1\]\.regex: invalid regular", error_of(path))
+    assert re.search(
+        rf":{line}: slots\[\d+\]\.patterns\[1\]\.regex: invalid regular", error_of(path)
+    )
 
 
 def test_unknown_validator(tmp_path: Path) -> None:
@@ -209,7 +213,9 @@ def test_unknown_validator(tmp_path: Path) -> None:
 
 def test_unknown_detector(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "      detector: sendgrid", "      detector: sendgird")
-    assert re.search(rf":{line}: sensitivity\.patterns\[\d+\]\.detector: Input should be", error_of(path))
+    assert re.search(
+        rf":{line}: sensitivity\.patterns\[\d+\]\.detector: Input should be", error_of(path)
+    )
 
 
 def test_pattern_needs_regex_or_detector(tmp_path: Path) -> None:
@@ -220,13 +226,17 @@ def test_pattern_needs_regex_or_detector(tmp_path: Path) -> None:
 
 
 def test_group_beyond_the_regex(tmp_path: Path) -> None:
-    old = "      regex: '(?i)(?:ssn|social security(?: number)?)\\D{0,20}(\\d{3}-?\\d{2}-?\\d{4})(?!\\d)'\n      requires: [ssn, social security]\n      group: 1"
+    old = "      requires: [ssn, social security]\n      group: 1"
     path, line = variant(tmp_path, old, old.replace("group: 1", "group: 2"))
-    assert re.search(rf":{line + 2}: sensitivity\.patterns\[\d+\]\.group: the regex has only 1", error_of(path))
+    assert re.search(
+        rf":{line + 1}: sensitivity\.patterns\[\d+\]\.group: the regex has only 1", error_of(path)
+    )
 
 
 def test_time_limited_type_needs_a_ttl(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "    tier: time_limited\n    ttl_days: 30\n", "    tier: time_limited\n")
+    path, line = variant(
+        tmp_path, "    tier: time_limited\n    ttl_days: 30\n", "    tier: time_limited\n"
+    )
     assert f"{path}:{line}: types.goal.tier: a time_limited type needs ttl_days" in error_of(path)
 
 
@@ -255,25 +265,32 @@ def test_model_inference_is_never_recalled(tmp_path: Path) -> None:
 def test_slot_type_must_exist(tmp_path: Path) -> None:
     old = "  - name: framework\n    description: The backend / web framework of a project.\n"
     path, line = variant(tmp_path, old, old + "    types: [project, projects]\n")
-    assert re.search(rf":{line + 2}: slots\[\d+\]\.types\[1\]: unknown memory type 'projects'", error_of(path))
+    assert re.search(
+        rf":{line + 2}: slots\[\d+\]\.types\[1\]: unknown memory type 'projects'", error_of(path)
+    )
 
 
 def test_one_time_example_must_match(tmp_path: Path) -> None:
     old = "      examples: [今天先简单说说]"
     path, line = variant(tmp_path, old, "      examples: [明天再说]")
-    assert re.search(rf":{line}: one_time\.patterns\[\d+\]\.examples\[0\]: the regex does not", error_of(path))
+    assert re.search(
+        rf":{line}: one_time\.patterns\[\d+\]\.examples\[0\]: the regex does not", error_of(path)
+    )
 
 
 def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "    - 我叫李雷\n", "    - 这次叫我李雷\n")
-    assert re.search(rf":{line}: one_time\.not_one_time\[\d+\]: a one_time pattern matches", error_of(path))
+    assert re.search(
+        rf":{line}: one_time\.not_one_time\[\d+\]: a one_time pattern matches", error_of(path)
+    )
 
 
 def test_slot_example_must_derive_its_slot(tmp_path: Path) -> None:
     old = "    examples: [I use Neovim, 我用 VSCode 写代码, My IDE is PyCharm]"
     path, line = variant(tmp_path, old, "    examples: [I use Neovim, project uses Flask]")
     assert re.search(
-        rf":{line}: slots\[\d+\]\.examples\[1\]: derives slot 'framework', not 'editor'", error_of(path)
+        rf":{line}: slots\[\d+\]\.examples\[1\]: derives slot 'framework', not 'editor'",
+        error_of(path),
     )
 
 
@@ -317,7 +334,9 @@ def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "  token_budget: 400", "  token_budget: [400")
     message = error_of(path)
-    assert message.startswith(f"{path}:") and "invalid YAML" in message
+    assert re.match(rf"{re.escape(str(path))}:(\d+): invalid YAML", message)
+    # libyaml notices the unclosed bracket where the next key starts.
+    assert line <= int(message.split(":")[1]) <= line + 1
 
 
 def test_not_a_mapping(tmp_path: Path) -> None:
