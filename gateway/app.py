@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -85,6 +86,17 @@ async def metrics_endpoint(state: State) -> Response[bytes]:
     return Response(payload, media_type=content_type)
 
 
+async def _sample_gauges(store: Store, metrics: Metrics, every: float = 15.0) -> None:
+    """``memgate_memories{status}`` is sampled from Redis, not counted per event."""
+    while True:
+        try:
+            for status, count in (await store.count_by_status()).items():
+                metrics.memories.labels(status).set(count)
+        except Exception:
+            metrics.backend_errors.labels("redis").inc()
+        await asyncio.sleep(every)
+
+
 def _count_api_requests(metrics: Metrics, clock: Clock) -> Callable[[ASGIApp], ASGIApp]:
     """Metrics and the summary log line for the memory API and admin page.
 
@@ -160,7 +172,9 @@ def create_app(
                 the_policy.recall.trace_ttl_days,
             )
             app.state.memory = flow
+            sampler = asyncio.get_running_loop().create_task(_sample_gauges(store, metrics))
             yield
+            sampler.cancel()
             if isinstance(flow, MemoryFlow):
                 await flow.drain()
         finally:
