@@ -15,6 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
+from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
@@ -164,17 +165,26 @@ def create_app(
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
+            queue = CandidateQueue(store, the_policy, the_clock, metrics=metrics)
+            await queue.ensure_group()
+            app.state.candidates = queue
             flow = memory or MemoryFlow(
                 Recaller(store, the_embedder, the_policy, the_clock),
                 store,
                 metrics,
                 the_clock,
                 the_policy.recall.trace_ttl_days,
+                candidates=queue,
             )
             app.state.memory = flow
-            sampler = asyncio.get_running_loop().create_task(_sample_gauges(store, metrics))
+            loop = asyncio.get_running_loop()
+            sampler = loop.create_task(_sample_gauges(store, metrics))
+            stop_miner = asyncio.Event()
+            miner = loop.create_task(queue.run_worker(stop_miner))
             yield
             sampler.cancel()
+            stop_miner.set()
+            await asyncio.wait([miner], timeout=5)
             if isinstance(flow, MemoryFlow):
                 await flow.drain()
         finally:

@@ -13,9 +13,16 @@ from gateway.policy import Policy
 __all__ = ["derive_slot", "is_one_time", "normalize"]
 
 
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
 def normalize(text: str) -> str:
-    """NFKC folds full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII."""
-    return unicodedata.normalize("NFKC", text)
+    """Fold what people type into what the rules are written for.
+
+    NFKC turns full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII; phones type
+    curly apostrophes ("let’s"), the rules use straight ones.
+    """
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
 
 
 def is_one_time(text: str, policy: Policy) -> bool:

@@ -63,6 +63,35 @@ def _bench(args: argparse.Namespace) -> int:
     )
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of numbers: {text!r}") from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("give at least one size")
+    return sizes
+
+
+def _bench_recall(args: argparse.Namespace) -> int:
+    from .bench_recall import run_recall_bench
+
+    return run_recall_bench(
+        sizes=args.sizes, queries=args.queries, users_total=args.users_total,
+        embed_limit=args.embed_limit, warmup=args.warmup,
+    )
+
+
+def _bench_locomo(args: argparse.Namespace) -> int:
+    from .bench_recall import run_locomo_bench
+
+    return run_locomo_bench(
+        data=args.data, k=args.k, pool=args.pool, prefeval=args.prefeval,
+        no_prefeval=args.no_prefeval,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,12 +100,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8080)
     serve.set_defaults(func=_serve)
     bench = sub.add_parser("bench", help="benchmarks that print figures")
-    bench.add_argument("target", choices=["proxy"])
-    bench.add_argument("--rounds", type=int, default=300)
-    bench.add_argument("--warmup", type=int, default=20)
-    bench.add_argument("--concurrency", type=int, default=32)
-    bench.add_argument("--seconds", type=float, default=3.0)
-    bench.set_defaults(func=_bench)
+    targets = bench.add_subparsers(dest="target", required=True, metavar="{proxy,recall,locomo}")
+    proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")
+    proxy.add_argument("--rounds", type=int, default=300)
+    proxy.add_argument("--warmup", type=int, default=20)
+    proxy.add_argument("--concurrency", type=int, default=32)
+    proxy.add_argument("--seconds", type=float, default=3.0)
+    proxy.set_defaults(func=_bench)
+    recall = targets.add_parser("recall", help="recall latency at growing numbers of memories")
+    recall.add_argument("--sizes", type=_sizes, default=[1_000, 10_000, 100_000],
+                        help="memories of one user, comma-separated (default 1000,10000,100000)")
+    recall.add_argument("--queries", type=int, default=200, help="timed recalls per size")
+    recall.add_argument("--warmup", type=int, default=20, help="untimed recalls per size")
+    recall.add_argument("--users-total", type=int, default=0,
+                        help="then fill the index with other users up to this many memories "
+                        "(e.g. 1000000; heavy, off by default)")
+    recall.add_argument("--embed-limit", type=int, default=20_000,
+                        help="distinct sentences embedded; beyond, vectors are reused with noise")
+    recall.set_defaults(func=_bench_recall)
+    locomo = targets.add_parser("locomo", help="evidence recall@k on LoCoMo (and PrefEval)")
+    locomo.add_argument("--data", help="path to locomo10.json (default: "
+                        "../shared/eval-data/locomo/locomo10.json from the repo root)")
+    locomo.add_argument("--k", type=int, default=5, help="report recall@k and recall@2k")
+    locomo.add_argument("--pool", type=int, default=100,
+                        help="candidates fetched from each of KNN and BM25")
+    locomo.add_argument("--prefeval", help="PrefEval explicit_preference folder (default: "
+                        "next to the LoCoMo folder)")
+    locomo.add_argument("--no-prefeval", action="store_true", help="skip the PrefEval slice")
+    locomo.set_defaults(func=_bench_locomo)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -226,7 +226,35 @@ async def archive_project(
     return {"object": "memory.project.archived", "project_id": project_id, "archived": count}
 
 
-ROUTES = [
+@get("/v1/memory/candidates", summary="Candidate memories waiting for the user's decision")
+async def list_candidates(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
+    return {"object": "list", "data": await state.candidates.list(_who(request))}
+
+
+@post("/v1/memory/candidates/{candidate_id:str}/confirm", status_code=201,
+      summary="Confirm a candidate (optionally edited): it becomes a memory")
+async def confirm_candidate(request: Request[Any, Any, State], state: State,
+                            candidate_id: str) -> Response[Any]:
+    ident = _who(request)
+    raw = await request.body()
+    edits = msgspec.structs.asdict(_decode(raw, MemoryPatch)) if raw.strip() else {}
+    edits = {k: v for k, v in edits.items() if v is not msgspec.UNSET}
+    outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
+    body = outcome.memory.to_api()
+    body["deduplicated"] = outcome.deduplicated
+    body["superseded"] = outcome.superseded
+    return Response(body, status_code=201 if outcome.created else 200)
+
+
+@post("/v1/memory/candidates/{candidate_id:str}/reject", status_code=200,
+      summary="Reject a candidate: it is never proposed again")
+async def reject_candidate(request: Request[Any, Any, State], state: State,
+                           candidate_id: str) -> dict[str, Any]:
+    await state.candidates.reject(_who(request), candidate_id)
+    return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
+
+
+ROUTES = [list_candidates, confirm_candidate, reject_candidate,
     create_memory,
     list_memories,
     delete_memories,

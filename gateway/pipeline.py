@@ -17,6 +17,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from . import inject
+from .candidates import CandidateQueue
 from .clock import Clock, to_iso
 from .identity import Identity
 from .metrics import Metrics
@@ -72,13 +73,20 @@ class MemoryFlow:
     """
 
     def __init__(
-        self, recaller: Recaller, store: Store, metrics: Metrics, clock: Clock, trace_ttl_days: int
+        self,
+        recaller: Recaller,
+        store: Store,
+        metrics: Metrics,
+        clock: Clock,
+        trace_ttl_days: int,
+        candidates: CandidateQueue | None = None,
     ) -> None:
         self.recaller = recaller
         self.store = store
         self.metrics = metrics
         self.clock = clock
         self.trace_ttl = trace_ttl_days * 86400
+        self.candidates = candidates
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
@@ -109,7 +117,20 @@ class MemoryFlow:
         )
 
     def finish(self, exchange: Exchange) -> None:
-        return None
+        """Queue the exchange for mining; the miner works from a Redis stream, off this path."""
+        if self.candidates is None or not 200 <= exchange.status < 300:
+            return
+        messages = exchange.request.get("messages") or []
+        self._spawn(self._submit(exchange, messages))
+
+    async def _submit(self, exchange: Exchange, messages: list[Any]) -> None:
+        assert self.candidates is not None
+        try:
+            await self.candidates.submit(exchange.identity, messages,
+                                         trace_id=exchange.identity.trace_id,
+                                         injected_ids=exchange.injected_ids)
+        except RedisError:
+            self.metrics.backend_errors.labels("miner").inc()
 
     def _observe(self, result: RecallResult) -> None:
         m = self.metrics

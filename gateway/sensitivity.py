@@ -57,6 +57,8 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Scan:
+    """The verdict on a text: its overall level and where each finding is."""
+
     level: str
     findings: tuple[Finding, ...]
 

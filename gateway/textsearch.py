@@ -15,7 +15,7 @@ import re
 
 import rjieba  # type: ignore[import-not-found]
 
-_WORD = re.compile(r"\w", re.UNICODE)
+_NOT_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 _MAX_TOKENS = 64
 
 # RediSearch's default English stopwords: they must never reach a query (see above).
@@ -36,11 +36,12 @@ STOPWORDS = REDISEARCH_DEFAULT | EXTRA
 
 
 def tokens(text: str) -> list[str]:
+    """Lowercased letter/digit runs only: no punctuation ever reaches a RediSearch query."""
     out: list[str] = []
-    for token in rjieba.cut_for_search(text):
-        token = token.strip().lower()
-        if token and token not in STOPWORDS and _WORD.search(token):
-            out.append(token)
+    for piece in rjieba.cut_for_search(text):
+        for token in _NOT_ALNUM.sub(" ", piece).lower().split():
+            if token not in STOPWORDS:
+                out.append(token)
     return out
 
 

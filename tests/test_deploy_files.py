@@ -321,7 +321,7 @@ def test_k8s_objects_fit_together() -> None:
     shipped = parse_policy(config_map["data"][key], "deploy/k8s/configmap.yaml:policy.yaml")
     default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
     assert yaml.safe_load(config_map["data"][key]) == default, (
-        "deploy/k8s/configmap.yaml's policy.yaml drifted from policies/default.yaml; copy it over"
+        "deploy/k8s/configmap.yaml drifted from policies/default.yaml: run scripts/sync-k8s-policy"
     )
     assert shipped is not None
 

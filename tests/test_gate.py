@@ -1,0 +1,317 @@
+"""The write gate's decision table: what may be stored, under which source, until when."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gateway.classify
+import gateway.gate
+import gateway.policy
+import gateway.sensitivity
+from gateway.gate import REASONS, Draft, GateDecision, check_write
+from gateway.policy import Policy, default_policy_path, load_policy, parse_policy
+from tests.secret_corpus import BENIGN, CONTACTS, SECRET_VALUES
+
+POLICY = load_policy()
+NOW = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def decide(content: str = "I prefer concise answers", **kw: Any) -> GateDecision:
+    duplicate = kw.pop("duplicate", False)
+    fields: dict[str, Any] = {"type": "preference", "source": "user_stated", **kw}
+    return check_write(Draft(content=content, **fields), POLICY, NOW, duplicate=duplicate)
+
+
+# --- the table ------------------------------------------------------------------------------
+# id: (content, draft fields, reasons, stored source, days until expiry or None)
+
+US, UC, MI = "user_stated", "user_confirmed", "model_inference"
+ONE_TIME, SENSITIVE = ("one_time",), ("sensitive",)
+PROJECT = {"type": "project", "scope": "project", "project_id": "memgate"}
+
+# fmt: off
+TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] = {
+    # long-term types never expire on their own
+    "preference": ("I prefer concise answers", {}, (), US, None),
+    "accessibility": ("I am colour-blind", {"type": "accessibility"}, (), US, None),
+    "format": ("代码不要加注释", {"type": "format"}, (), US, None),
+    "profile": ("我住在杭州", {"type": "profile"}, (), US, None),
+    # time-limited types get their TTL from the policy
+    "project": ("project uses FastAPI", PROJECT, (), US, 90),
+    "goal": ("准备雅思考试", {"type": "goal"}, (), US, 30),
+    "plan": ("moving to Berlin next month", {"type": "plan"}, (), US, 14),
+    # session types are never stored, whatever the source or confirmation
+    "tone": ("be playful", {"type": "tone"}, ONE_TIME, US, None),
+    "length": ("short answers", {"type": "length", "confirmed": True}, ONE_TIME, US, None),
+    "roleplay": ("you are a pirate", {"type": "roleplay", "source": "admin"}, ONE_TIME, "admin",
+                 None),
+    "session": ("answer in French", {"type": "session"}, ONE_TIME, US, None),
+    # inference-tier types need the user's confirmation
+    "inference": ("seems to be a student", {"type": "inference"}, (MI,), US, None),
+    "inference confirmed": ("is a student", {"type": "inference", "confirmed": True}, (), US,
+                            None),
+    "inference by user_confirmed": ("is a student", {"type": "inference", "source": UC}, (), UC,
+                                    None),
+    # every source
+    "user_stated": ("I use Neovim", {}, (), US, None),
+    "user_confirmed": ("I use Neovim", {"source": UC}, (), UC, None),
+    "admin": ("I use Neovim", {"source": "admin"}, (), "admin", None),
+    "import": ("I use Neovim", {"source": "import"}, (), "import", None),
+    "model_inference": ("probably uses Neovim", {"source": MI}, (MI, "unconfirmed"), MI, None),
+    "model_inference confirmed": ("uses Neovim", {"source": MI, "confirmed": True}, (), UC, None),
+    "model_inference plan confirmed": ("下周去上海出差",
+                                       {"source": MI, "type": "plan", "confirmed": True},
+                                       (), UC, 14),
+    # one-time instructions, in both languages, are refused even when confirmed
+    "one_time en": ("keep it short this time", {}, ONE_TIME, US, None),
+    "one_time en confirmed": ("just the answer this time", {"confirmed": True}, ONE_TIME, US,
+                              None),
+    "one_time zh": ("这次简短一点", {}, ONE_TIME, US, None),
+    "one_time zh confirmed": ("这个问题用英文回答", {"source": UC}, ONE_TIME, UC, None),
+    "one_time curly apostrophe": ("let’s roleplay an interview", {}, ONE_TIME, US, None),
+    "one_time full-width": ("ＫＥＥＰ ＩＴ ＳＨＯＲＴ ＴＨＩＳ ＴＩＭＥ", {}, ONE_TIME, US, None),
+    "persistent zh": ("以后都用中文回答", {}, (), US, None),
+    "persistent en": ("From now on, always answer in English", {}, (), US, None),
+    # secrets are refused even when confirmed; contact details are fine
+    "sensitive en": ("my password is Tr0ub4dor&3", {}, SENSITIVE, US, None),
+    "sensitive zh": ("我的身份证号是110105199003071239", {"type": "profile"}, SENSITIVE, US, None),
+    "sensitive confirmed": ("密码是abc12345", {"confirmed": True}, SENSITIVE, US, None),
+    "medium": ("我的手机号是13812345678", {"type": "profile"}, (), US, None),
+    # duplicates are the store's call
+    "duplicate": ("I prefer concise answers", {"duplicate": True}, ("duplicate",), US, None),
+    # everything at once, in canonical order
+    "all reasons": ("这次用这个密钥 sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+                    {"source": MI, "scope": "team", "duplicate": True},
+                    ("sensitive", MI, "one_time", "unconfirmed", "duplicate", "invalid"), MI, None),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("content", "fields", "reasons", "source", "days"),
+    [pytest.param(*row, id=name) for name, row in TABLE.items()],
+)
+def test_decision_table(
+    content: str, fields: dict[str, Any], reasons: tuple[str, ...], source: str, days: int | None
+) -> None:
+    decision = decide(content, **fields)
+    assert decision.reasons == reasons
+    assert decision.allowed is (reasons == ())
+    assert decision.source == source
+    assert decision.expires_at == (NOW + days * DAY if days is not None else None)
+
+
+def test_the_table_covers_every_tier_source_and_reason() -> None:
+    rows = TABLE.values()
+    types = {fields.get("type", "preference") for _, fields, *_ in rows}
+    sources = {fields.get("source", US) for _, fields, *_ in rows}
+    reasons = {r for _, _, found, *_ in rows for r in found}
+    assert {POLICY.tier(t) for t in types} == {"long_term", "time_limited", "session", "inference"}
+    assert types >= set(POLICY.types)
+    assert sources == set(POLICY.sources)
+    assert reasons == set(REASONS)
+
+
+# --- invalid drafts ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"type": "mood"}, id="unknown type"),
+        pytest.param({"source": "rumour"}, id="unknown source"),
+        pytest.param({"content": ""}, id="empty"),
+        pytest.param({"content": " \n\t "}, id="blank"),
+        pytest.param({"content": "很长" * 1001}, id="too long"),
+        pytest.param({"scope": "team"}, id="unknown scope"),
+        pytest.param({"scope": "task:"}, id="empty task kind"),
+        pytest.param({"scope": "task:Code-Review"}, id="task kind charset"),
+        pytest.param({"scope": "task:" + "a" * 33}, id="task kind too long"),
+        pytest.param({"scope": "task:写作"}, id="task kind not ascii"),
+        pytest.param({"scope": "project"}, id="project scope without project_id"),
+        pytest.param({"scope": "project", "project_id": "  "}, id="blank project_id"),
+        pytest.param({"type": "project"}, id="project type without project_id"),
+        pytest.param({"expires_at": NOW - DAY}, id="expired"),
+        pytest.param({"expires_at": NOW}, id="expires now"),
+        pytest.param({"expires_at": datetime(2030, 1, 1)}, id="naive expiry"),
+        pytest.param({"slot": "Has Spaces"}, id="bad slot"),
+    ],
+)
+def test_invalid_drafts(fields: dict[str, Any]) -> None:
+    content = fields.pop("content", "I prefer concise answers")
+    decision = decide(content, **fields)
+    assert decision.reasons == ("invalid",)
+    assert not decision.allowed
+
+
+def test_content_at_the_limit_is_valid() -> None:
+    assert decide("好" * POLICY.limits.max_content_chars).allowed
+
+
+@pytest.mark.parametrize("scope", ["global", "project", "task:code_review", "task:a", "task:x-1"])
+def test_valid_scopes(scope: str) -> None:
+    assert decide("I prefer concise answers", scope=scope, project_id="p1").allowed
+
+
+def test_project_id_is_allowed_without_project_scope() -> None:
+    assert decide("uses FastAPI", type="project", project_id="p1").allowed
+
+
+# --- expiry ----------------------------------------------------------------------------------
+
+
+def test_explicit_expiry_wins_over_the_type_ttl() -> None:
+    until = NOW + 3 * DAY
+    assert decide("moving next week", type="plan", expires_at=until).expires_at == until
+
+
+def test_explicit_expiry_on_a_long_term_type_is_kept() -> None:
+    until = NOW + 400 * DAY
+    assert decide("I prefer tea until summer", expires_at=until).expires_at == until
+
+
+def test_expiry_is_returned_in_utc() -> None:
+    shanghai = timezone(timedelta(hours=8))
+    until = datetime(2025, 3, 10, 8, 0, tzinfo=shanghai)
+    decision = decide("下周去上海出差", type="plan", expires_at=until)
+    assert decision.expires_at == until
+    assert decision.expires_at is not None and decision.expires_at.utcoffset() == timedelta(0)
+
+
+def test_ttl_counts_from_the_injected_clock_in_any_timezone() -> None:
+    tokyo_now = NOW.astimezone(timezone(timedelta(hours=9)))
+    decision = check_write(Draft("复习计划", "plan", "user_stated"), POLICY, tokyo_now)
+    assert decision.expires_at == NOW + 14 * DAY
+    assert decision.expires_at is not None and decision.expires_at.tzinfo == UTC
+
+
+def test_now_must_be_aware() -> None:
+    with pytest.raises(ValueError, match="aware"):
+        check_write(Draft("x", "preference", "user_stated"), POLICY, datetime(2025, 3, 1))
+
+
+def test_time_comes_only_from_the_argument() -> None:
+    for module in (gateway.gate, gateway.policy, gateway.sensitivity, gateway.classify):
+        source = inspect.getsource(module)
+        for call in ("datetime.now", "datetime.utcnow", "date.today", "time.time("):
+            assert call not in source, (module.__name__, call)
+
+
+# --- slots ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "slot"),
+    [
+        ("project uses Flask", "framework"),
+        ("项目改用 FastAPI 了", "framework"),
+        ("回答用英文", "language"),
+        ("Always answer in English", "language"),
+        ("我叫李雷", "name"),
+        ("I like hiking", None),
+    ],
+)
+def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:
+    assert decide(content, type="project", project_id="p").slot == slot
+
+
+def test_slot_from_the_caller_wins() -> None:
+    assert decide("project uses Flask", slot="backend.framework").slot == "backend.framework"
+
+
+def test_flask_and_fastapi_share_a_slot() -> None:
+    a = decide("project uses Flask", type="project", project_id="p")
+    b = decide("project uses FastAPI", type="project", project_id="p")
+    assert a.slot == b.slot == "framework"
+
+
+# --- secrets never leak -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRET_VALUES)
+def test_secrets_are_refused_and_never_echoed(text: str, secret: str) -> None:
+    for source in ("user_stated", "model_inference", "admin"):
+        decision = decide(text, source=source, confirmed=True)
+        assert "sensitive" in decision.reasons
+        assert decision.sensitivity == "high"
+        assert secret not in repr(decision)
+        assert decision.slot is None
+
+
+@pytest.mark.parametrize("text", CONTACTS)
+def test_contact_details_may_be_stored(text: str) -> None:
+    decision = decide(text, type="profile")
+    assert decision.allowed and decision.sensitivity == "medium"
+
+
+# --- the policy decides --------------------------------------------------------------------
+
+
+def _policy_with(old: str, new: str) -> Policy:
+    text = default_policy_path().read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    return parse_policy(text.replace(old, new), "test.yaml")
+
+
+def test_a_source_can_be_made_to_need_confirmation() -> None:
+    policy = _policy_with(
+        "  import:\n    store: always\n", "  import:\n    store: on_confirmation\n"
+    )
+    draft = Draft("I use Neovim", "preference", "import")
+    assert check_write(draft, policy, NOW).reasons == ("unconfirmed",)
+    confirmed = check_write(replace(draft, confirmed=True), policy, NOW)
+    assert confirmed.allowed and confirmed.source == "import"
+
+
+def test_medium_can_be_refused_by_policy() -> None:
+    policy = _policy_with("  store_levels: [low, medium]", "  store_levels: [low]")
+    decision = check_write(Draft("我的手机号是13812345678", "profile", "user_stated"), policy, NOW)
+    assert decision.reasons == ("sensitive",) and decision.sensitivity == "medium"
+
+
+def test_ttl_follows_the_policy() -> None:
+    policy = _policy_with("    ttl_days: 14\n", "    ttl_days: 3\n")
+    decision = check_write(Draft("去上海出差", "plan", "user_stated"), policy, NOW)
+    assert decision.expires_at == NOW + 3 * DAY
+
+
+# --- properties ------------------------------------------------------------------------------
+
+drafts = st.builds(
+    Draft,
+    content=st.sampled_from(BENIGN + [t for t, _ in SECRET_VALUES] + CONTACTS + ["这次简短一点"]),
+    type=st.sampled_from([*POLICY.types, "unknown"]),
+    source=st.sampled_from([*POLICY.sources, "unknown"]),
+    scope=st.sampled_from(["global", "project", "task:code", "bad"]),
+    project_id=st.sampled_from([None, "p1"]),
+    expires_at=st.sampled_from([None, NOW + DAY, NOW - DAY]),
+    confirmed=st.booleans(),
+    slot=st.sampled_from([None, "framework"]),
+)
+
+
+@settings(max_examples=300)
+@given(draft=drafts, duplicate=st.booleans())
+def test_decisions_are_consistent(draft: Draft, duplicate: bool) -> None:
+    decision = check_write(draft, POLICY, NOW, duplicate=duplicate)
+    assert decision.allowed is (decision.reasons == ())
+    assert list(decision.reasons) == [r for r in REASONS if r in decision.reasons]
+    assert ("duplicate" in decision.reasons) is duplicate
+    assert decision == check_write(draft, POLICY, NOW, duplicate=duplicate)  # deterministic
+    for _, secret in SECRET_VALUES:
+        assert secret not in repr(decision)
+    if decision.allowed:
+        assert POLICY.tier(draft.type) not in ("session",)
+        assert POLICY.sensitivity.may_store(decision.sensitivity)
+        assert decision.source in POLICY.sources
+        assert decision.source != "model_inference"
+        if POLICY.tier(draft.type) == "time_limited":
+            assert decision.expires_at is not None and decision.expires_at > NOW
