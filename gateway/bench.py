@@ -150,7 +150,9 @@ class _Server:
     log_path: Path
 
     @classmethod
-    def spawn(cls, name: str, port: int, args: list[str], env: dict[str, str], workdir: Path):
+    def spawn(
+        cls, name: str, port: int, args: list[str], env: dict[str, str], workdir: Path
+    ) -> _Server:
         log_path = workdir / f"{name}.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -526,8 +528,8 @@ def _report(
         "memgate bench proxy",
         f"  upstream stub: raw ASGI under uvicorn; gateway: memgate serve, {redis}; "
         "client: httpx, HTTP/1.1 keep-alive",
-        f"  warm-up: {warmup} requests per target and kind; 'memory on' is the same request "
-        "without X-Memory-Mode: off",
+        f"  warm-up: {warmup} requests per target and kind; the memory rows send X-Memory-Mode "
+        "off (plain proxy) or on (recall for a user with no memories yet)",
         "",
         f"Concurrency 1: {rounds} rounds, targets alternating request by request "
         f"(complete rounds: plain {complete[False]}, streamed {complete[True]}).",

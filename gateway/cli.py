@@ -55,6 +55,42 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reembed(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .clock import SystemClock
+    from .embed import make_embedder
+    from .memories import Memories
+    from .policy import load_policy
+    from .redis_server import EmbeddedRedis
+    from .reembed import reembed
+    from .store import Store
+
+    settings = Settings.from_env()
+    embedded = None
+    redis_url = settings.redis_url
+    if not redis_url:
+        embedded = EmbeddedRedis(settings.data_path / "redis")
+        redis_url = embedded.start()
+
+    async def run() -> int:
+        store = Store(redis_url)
+        try:
+            memories = Memories(store, make_embedder(settings), load_policy(settings.policy),
+                                SystemClock())
+            return await reembed(memories)
+        finally:
+            await store.aclose()
+
+    try:
+        moved = asyncio.run(run())
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    print(f"re-embedded {moved} memories with {settings.embeddings}")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import run_proxy_bench
 
@@ -99,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.set_defaults(func=_serve)
+    re_embed = sub.add_parser(
+        "reembed", help="re-embed memories stored under another embedding model"
+    )
+    re_embed.set_defaults(func=_reembed)
     bench = sub.add_parser("bench", help="benchmarks that print figures")
     targets = bench.add_subparsers(dest="target", required=True, metavar="{proxy,recall,locomo}")
     proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")

@@ -46,8 +46,6 @@ class Settings:
     """Seconds to wait for a non-streamed upstream response (or its next bytes)."""
     stream_read_timeout: float = 600.0
     """Longest gap, in seconds, allowed between two chunks of a streamed response."""
-    log_content: bool = False
-    """Log message contents (off: only sizes, ids and timings are logged)."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
