@@ -219,5 +219,6 @@ def create_app(
         },
         openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
         middleware=[_count_api_requests(metrics, the_clock)],
+        logging_config=None,  # memgate's structlog set-up owns logging (see logs.py)
         debug=False,
     )

@@ -207,8 +207,7 @@ class _Server:
 def _start_stub(workdir: Path) -> _Server:
     port = free_port()
     code = f"from gateway.bench import serve_stub; serve_stub({port})"
-    server = _Server.spawn("stub", port, [sys.executable, "-c", code], dict(os.environ), workdir)
-    return server
+    return _Server.spawn("stub", port, [sys.executable, "-c", code], dict(os.environ), workdir)
 
 
 def _start_gateway(upstream_url: str, workdir: Path) -> _Server:
@@ -217,7 +216,7 @@ def _start_gateway(upstream_url: str, workdir: Path) -> _Server:
     env.update(
         MEMGATE_UPSTREAM_URL=upstream_url + "/v1",
         MEMGATE_LOG_LEVEL="warning",
-        MEMGATE_DATA_DIR=str(workdir / "data"),  # used by the embedded Redis only
+        MEMGATE_DATA_DIR=str(workdir / "data"),  # embedded Redis and caches: thrown away after
         NO_PROXY=",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.1"])),
     )
     args = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port"]

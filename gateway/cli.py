@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
 import structlog
 
 from .config import Settings
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -37,6 +42,9 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"memgate: {exc}", file=sys.stderr)
             return 1
         log.info("embedded_redis_started", port=embedded.port, data_dir=str(embedded.data_dir))
+    # Docker and Kubernetes stop with SIGTERM: turn it into a normal exit so the embedded
+    # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         app = create_app(settings, redis_url=redis_url, policy=policy)
         log.info("serving", host=args.host, port=args.port, upstream=settings.upstream_url)
@@ -76,8 +84,9 @@ def _reembed(args: argparse.Namespace) -> int:
     async def run() -> int:
         store = Store(redis_url)
         try:
-            memories = Memories(store, make_embedder(settings), load_policy(settings.policy),
-                                SystemClock())
+            memories = Memories(
+                store, make_embedder(settings), load_policy(settings.policy), SystemClock()
+            )
             return await reembed(memories)
         finally:
             await store.aclose()
@@ -104,7 +113,8 @@ def _sizes(text: str) -> list[int]:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"not a comma-separated list of numbers: {text!r}") from None
+            f"not a comma-separated list of numbers: {text!r}"
+        ) from None
     if not sizes:
         raise argparse.ArgumentTypeError("give at least one size")
     return sizes
@@ -114,8 +124,11 @@ def _bench_recall(args: argparse.Namespace) -> int:
     from .bench_recall import run_recall_bench
 
     return run_recall_bench(
-        sizes=args.sizes, queries=args.queries, users_total=args.users_total,
-        embed_limit=args.embed_limit, warmup=args.warmup,
+        sizes=args.sizes,
+        queries=args.queries,
+        users_total=args.users_total,
+        embed_limit=args.embed_limit,
+        warmup=args.warmup,
     )
 
 
@@ -123,7 +136,10 @@ def _bench_locomo(args: argparse.Namespace) -> int:
     from .bench_recall import run_locomo_bench
 
     return run_locomo_bench(
-        data=args.data, k=args.k, pool=args.pool, prefeval=args.prefeval,
+        data=args.data,
+        k=args.k,
+        pool=args.pool,
+        prefeval=args.prefeval,
         no_prefeval=args.no_prefeval,
     )
 
@@ -148,24 +164,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     proxy.add_argument("--seconds", type=float, default=3.0)
     proxy.set_defaults(func=_bench)
     recall = targets.add_parser("recall", help="recall latency at growing numbers of memories")
-    recall.add_argument("--sizes", type=_sizes, default=[1_000, 10_000, 100_000],
-                        help="memories of one user, comma-separated (default 1000,10000,100000)")
+    recall.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[1_000, 10_000, 100_000],
+        help="memories of one user, comma-separated (default 1000,10000,100000)",
+    )
     recall.add_argument("--queries", type=int, default=200, help="timed recalls per size")
     recall.add_argument("--warmup", type=int, default=20, help="untimed recalls per size")
-    recall.add_argument("--users-total", type=int, default=0,
-                        help="then fill the index with other users up to this many memories "
-                        "(e.g. 1000000; heavy, off by default)")
-    recall.add_argument("--embed-limit", type=int, default=20_000,
-                        help="distinct sentences embedded; beyond, vectors are reused with noise")
+    recall.add_argument(
+        "--users-total",
+        type=int,
+        default=0,
+        help="then fill the index with other users up to this many memories "
+        "(e.g. 1000000; heavy, off by default)",
+    )
+    recall.add_argument(
+        "--embed-limit",
+        type=int,
+        default=20_000,
+        help="distinct sentences embedded; beyond, vectors are reused with noise",
+    )
     recall.set_defaults(func=_bench_recall)
     locomo = targets.add_parser("locomo", help="evidence recall@k on LoCoMo (and PrefEval)")
-    locomo.add_argument("--data", help="path to locomo10.json (default: "
-                        "../shared/eval-data/locomo/locomo10.json from the repo root)")
+    locomo.add_argument(
+        "--data",
+        help="path to locomo10.json (default: "
+        "../shared/eval-data/locomo/locomo10.json from the repo root)",
+    )
     locomo.add_argument("--k", type=int, default=5, help="report recall@k and recall@2k")
-    locomo.add_argument("--pool", type=int, default=100,
-                        help="candidates fetched from each of KNN and BM25")
-    locomo.add_argument("--prefeval", help="PrefEval explicit_preference folder (default: "
-                        "next to the LoCoMo folder)")
+    locomo.add_argument(
+        "--pool", type=int, default=100, help="candidates fetched from each of KNN and BM25"
+    )
+    locomo.add_argument(
+        "--prefeval",
+        help="PrefEval explicit_preference folder (default: next to the LoCoMo folder)",
+    )
     locomo.add_argument("--no-prefeval", action="store_true", help="skip the PrefEval slice")
     locomo.set_defaults(func=_bench_locomo)
     args = parser.parse_args(argv)

@@ -64,7 +64,7 @@ def test_memgate_serve_runs_on_embedded_defaults(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert (tmp_path / "redis" / "appendonlydir").is_dir()
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=30)[0].decode()
     assert proc.returncode == 0, out
     assert '"embedded_redis_started"' in out and '"embedded_redis_stopped"' in out
