@@ -33,10 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from redis import __version__ as REDIS_PY_VERSION
+from redis.utils import HIREDIS_AVAILABLE
 from redisvl.query import TextQuery, VectorQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
-from .bench import _progress, _sigterm_as_interrupt, _table, percentile
+from .bench import _progress as _say
+from .bench import _sigterm_as_interrupt, _table, percentile
 from .classify import derive_slot
 from .clock import SystemClock
 from .embed import LocalEmbedder
@@ -58,8 +61,17 @@ _EMBED_BATCH = 512
 _NOISE = 0.01  # per-dimension sigma for reused vectors: cosine to the original about 0.97
 
 
+_clock = {"started": time.monotonic()}
+
+
+def _progress(message: str) -> None:
+    """Progress on stderr, with the seconds since the benchmark started."""
+    _say(f"{time.monotonic() - _clock['started']:6.1f} s  {message}")
+
+
 # =========================================================================== synthetic corpus
 
+# fmt: off
 _FILL: dict[str, list[str]] = {
     # English
     "drink": ["coffee", "green tea", "black tea", "oat milk lattes", "sparkling water",
@@ -208,6 +220,7 @@ _PROFILE = [
     ("profile", "我在东八区"), ("preference", "I prefer short answers"),
     ("format", "use bullet points"), ("preference", "我主要写 Python"),
 ]
+# fmt: on
 
 
 def _fields(template: str) -> list[str]:
@@ -239,8 +252,9 @@ class _Template:
         return self.text.format(**values)
 
 
-def _distinct(templates: Sequence[_Template], n: int,
-              rng: np.random.Generator) -> list[tuple[int, str]]:
+def _distinct(
+    templates: Sequence[_Template], n: int, rng: np.random.Generator
+) -> list[tuple[int, str]]:
     """``n`` distinct (template index, sentence) pairs in random order, spread evenly over the
     templates (repeats only if more are asked than the templates can make)."""
     quota = [0] * len(templates)
@@ -248,9 +262,11 @@ def _distinct(templates: Sequence[_Template], n: int,
     for which in sorted(range(len(templates)), key=lambda i: templates[i].combos):
         quota[which] = min(templates[which].combos, -(-left // ways))
         left, ways = left - quota[which], ways - 1
-    out = [(which, templates[which].render(int(pick)))
-           for which, count in enumerate(quota)
-           for pick in rng.choice(templates[which].combos, size=count, replace=False)]
+    out = [
+        (which, templates[which].render(int(pick)))
+        for which, count in enumerate(quota)
+        for pick in rng.choice(templates[which].combos, size=count, replace=False)
+    ]
     if left > 0:  # more than the templates can make: repeat some
         out += [out[int(i)] for i in rng.integers(0, len(out), left)]
     return [out[int(i)] for i in rng.permutation(len(out))]
@@ -299,7 +315,7 @@ class CorpusMaker:
         fresh, borrowed = list(rows[:budget]), list(rows[budget:])
         started = time.perf_counter()
         for start in range(0, len(fresh), _EMBED_BATCH):
-            batch = fresh[start:start + _EMBED_BATCH]
+            batch = fresh[start : start + _EMBED_BATCH]
             vectors = self.embedder.embed_sync([text for _, text in batch])
             for (which, text), vector in zip(batch, vectors, strict=True):
                 self.by_template.setdefault(which, []).append(vector)
@@ -324,8 +340,14 @@ class CorpusMaker:
         return corpus
 
 
-def _memory(user: str, text: str, kind: str, policy: Policy, now: datetime,
-            rng: np.random.Generator, *, slot: str | None = None) -> Memory:
+def _memory(
+    user: str,
+    text: str,
+    kind: str,
+    policy: Policy,
+    now: datetime,
+    rng: np.random.Generator,
+) -> Memory:
     """A stored memory as the write gate would leave it (a few are project-scoped or superseded,
     which the Redis filter must skip)."""
     created = now - timedelta(days=float(rng.uniform(0, 365)))
@@ -340,22 +362,39 @@ def _memory(user: str, text: str, kind: str, policy: Policy, now: datetime,
     elif roll < 0.08:
         status, superseded_by = "superseded", new_memory_id()
     return Memory(
-        id=new_memory_id(), tenant=TENANT, user=user, content=text, type=kind,
-        source="user_stated", scope=scope, project_id=project, slot=slot, status=status,
-        created_at=created, updated_at=created, confirmed_at=created, expires_at=expires,
-        superseded_by=superseded_by, embedding_model=LocalEmbedder.model_id,
+        id=new_memory_id(),
+        tenant=TENANT,
+        user=user,
+        content=text,
+        type=kind,
+        source="user_stated",
+        scope=scope,
+        project_id=project,
+        status=status,
+        created_at=created,
+        updated_at=created,
+        confirmed_at=created,
+        expires_at=expires,
+        superseded_by=superseded_by,
+        embedding_model=LocalEmbedder.model_id,
     )
 
 
-async def write_memories(store: Store, memories: Sequence[Memory],
-                         vectors: Sequence[np.ndarray]) -> None:
+async def write_memories(
+    store: Store, memories: Sequence[Memory], vectors: Sequence[np.ndarray]
+) -> None:
     """Pipelined HSETs in the store's key layout, exactly the fields ``put_memory`` writes."""
     for start in range(0, len(memories), _WRITE_BATCH):
         async with store.redis.pipeline(transaction=False) as pipe:
-            for memory, vector in zip(memories[start:start + _WRITE_BATCH],
-                                      vectors[start:start + _WRITE_BATCH], strict=True):
-                mapping = memory.to_hash(search_text=search_text(memory.content),
-                                         embedding=np.asarray(vector, np.float32).tobytes())
+            for memory, vector in zip(
+                memories[start : start + _WRITE_BATCH],
+                vectors[start : start + _WRITE_BATCH],
+                strict=True,
+            ):
+                mapping = memory.to_hash(
+                    search_text=search_text(memory.content),
+                    embedding=np.asarray(vector, np.float32).tobytes(),
+                )
                 key = store.memory_key(memory.tenant, memory.user, memory.id)
                 pipe.hset(key, mapping=mapping)
                 if memory.expires_at is not None:
@@ -397,20 +436,18 @@ class StageTimes:
     search: list[float] = field(default_factory=list)
     filter: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
-    wall: list[float] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
     injected: list[int] = field(default_factory=list)
 
 
-async def time_recall(recaller: Recaller, ident: Identity, queries: Sequence[str],
-                      warmup: int) -> StageTimes:
+async def time_recall(
+    recaller: Recaller, ident: Identity, queries: Sequence[str], warmup: int
+) -> StageTimes:
     for text in list(queries)[:warmup]:
         await recaller.recall(ident, _body(text))
     out = StageTimes()
     for text in queries:
-        started = time.perf_counter()
         result = await recaller.recall(ident, _body(text))
-        out.wall.append((time.perf_counter() - started) * 1000)
         t = result.timings_ms
         out.embed.append(t["embed"])
         out.search.append(t["search"])
@@ -421,8 +458,9 @@ async def time_recall(recaller: Recaller, ident: Identity, queries: Sequence[str
     return out
 
 
-def recall_filter(tenant: str, user: str, now_ts: float, *,
-                  expiry: bool = True) -> FilterExpression:
+def recall_filter(
+    tenant: str, user: str, now_ts: float, *, expiry: bool = True
+) -> FilterExpression:
     """The filter ``Store.recall_candidates`` builds for a request without project or task."""
     expr = owner_filter(tenant, user) & (Tag("status") == "active") & (Tag("scope") == "global")
     return expr & (Num("expires_ts") > now_ts) if expiry else expr
@@ -433,33 +471,46 @@ class Probe:
     "where the time goes" table. Queries are embedded once up front, so the Redis variants
     measure Redis and the client only."""
 
-    def __init__(self, store: Store, embedder: LocalEmbedder, policy: Policy,
-                 ident: Identity, queries: Sequence[str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: LocalEmbedder,
+        policy: Policy,
+        ident: Identity,
+        queries: Sequence[str],
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.pool = policy.recall.candidate_pool
         self.ident = ident
         self.queries = list(queries)
-        self.vectors = {q: v for q, v in zip(self.queries, embedder.embed_sync(self.queries),
-                                             strict=True)}
+        self.vectors = {
+            q: v for q, v in zip(self.queries, embedder.embed_sync(self.queries), strict=True)
+        }
         self.texts = {q: search_text(q) for q in self.queries}
 
     def _knn(self, text: str, **options: Any) -> VectorQuery:
         expiry = options.pop("expiry", True)
         fields = options.pop("fields", _RECALL_FIELDS)
         return VectorQuery(
-            vector=self.vectors[text].tobytes(), vector_field_name="embedding",
-            return_fields=fields, num_results=self.pool,
+            vector=self.vectors[text].tobytes(),
+            vector_field_name="embedding",
+            return_fields=fields,
+            num_results=self.pool,
             filter_expression=recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry),
             **options,
         )
 
-    def _bm25(self, text: str, *, expiry: bool = True,
-              fields: list[str] = _RECALL_FIELDS) -> TextQuery:
+    def _bm25(
+        self, text: str, *, expiry: bool = True, fields: list[str] = _RECALL_FIELDS
+    ) -> TextQuery:
         return TextQuery(
-            text=self.texts[text], text_field_name="search_text", return_fields=fields,
+            text=self.texts[text],
+            text_field_name="search_text",
+            return_fields=fields,
             filter_expression=recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry),
-            num_results=self.pool, stopwords=None,
+            num_results=self.pool,
+            stopwords=None,
         )
 
     async def run(self) -> list[tuple[str, list[float]]]:
@@ -468,17 +519,32 @@ class Probe:
 
         def candidates(text: str) -> Awaitable[Any]:
             return store.recall_candidates(
-                ident.tenant, ident.user, self.vectors[text], self.texts[text], project_id=None,
-                task=None, now_ts=time.time(), pool=self.pool)
+                ident.tenant,
+                ident.user,
+                self.vectors[text],
+                self.texts[text],
+                project_id=None,
+                task=None,
+                now_ts=time.time(),
+                pool=self.pool,
+            )
 
         def knn_only(text: str) -> Awaitable[Any]:
             return store.recall_candidates(
-                ident.tenant, ident.user, self.vectors[text], "", project_id=None, task=None,
-                now_ts=time.time(), pool=self.pool)
+                ident.tenant,
+                ident.user,
+                self.vectors[text],
+                "",
+                project_id=None,
+                task=None,
+                now_ts=time.time(),
+                pool=self.pool,
+            )
 
         def both(text: str, **options: Any) -> Awaitable[Any]:
-            return asyncio.gather(index.query(self._knn(text, **options)),
-                                  index.query(self._bm25(text, **options)))
+            return asyncio.gather(
+                index.query(self._knn(text, **options)), index.query(self._bm25(text, **options))
+            )
 
         def knn(**options: Any) -> Callable[[str], Awaitable[Any]]:
             return lambda text: index.query(self._knn(text, **options))
@@ -487,11 +553,15 @@ class Probe:
             return lambda text: index.query(self._bm25(text, **options))
 
         parts: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
-            ("embed, in the event loop (embed_sync)",
-             lambda t: _done(self.embedder.embed_sync([t]))),
+            (
+                "embed, in the event loop (embed_sync)",
+                lambda t: _done(self.embedder.embed_sync([t])),
+            ),
             ("embed, via asyncio.to_thread (as recall does)", lambda t: self.embedder.embed([t])),
-            ("settings HGETALL (a separate round trip)",
-             lambda t: store.get_settings(ident.tenant, ident.user)),
+            (
+                "settings HGETALL (a separate round trip)",
+                lambda t: store.get_settings(ident.tenant, ident.user),
+            ),
             ("PING (loopback round-trip floor)", lambda t: store.redis.ping()),
             ("recall_candidates: KNN + BM25 gathered", candidates),
             ("  KNN alone (recall_candidates without text)", knn_only),
@@ -500,6 +570,10 @@ class Probe:
             ("  BM25 alone, no expires_ts range", bm25(expiry=False)),
             ("  KNN + BM25, no expires_ts range", lambda t: both(t, expiry=False)),
             ("  KNN + BM25, returning only the key", lambda t: both(t, fields=["id"])),
+            (
+                "  KNN (HYBRID_POLICY BATCHES) + BM25 gathered",
+                lambda t: asyncio.gather(knn(hybrid_policy="BATCHES")(t), bm25()(t)),
+            ),
             ("  KNN, HYBRID_POLICY BATCHES", knn(hybrid_policy="BATCHES")),
             ("  KNN, HYBRID_POLICY ADHOC_BF", knn(hybrid_policy="ADHOC_BF")),
             ("  KNN, EF_RUNTIME 100", knn(ef_runtime=100)),
@@ -522,7 +596,9 @@ async def _done(value: Any) -> Any:
 class SizeRun:
     size: int
     load_seconds: float
-    corpus: Corpus
+    embedded: int
+    reused: int
+    embed_seconds: float
     times: StageTimes
     probe: list[tuple[str, list[float]]]
     memory: dict[str, str]
@@ -537,6 +613,8 @@ class UsersRun:
     reused: int
     big: StageTimes
     small: StageTimes
+    probe_big: list[tuple[str, list[float]]]
+    probe_small: list[tuple[str, list[float]]]
     memory: dict[str, str]
 
 
@@ -551,8 +629,9 @@ async def _redis_memory(store: Store) -> dict[str, str]:
     }
 
 
-async def _recall_bench(url: str, sizes: Sequence[int], n_queries: int, users_total: int,
-                        embed_limit: int, warmup: int) -> tuple[list[SizeRun], UsersRun | None]:
+async def _recall_bench(
+    url: str, sizes: Sequence[int], n_queries: int, users_total: int, embed_limit: int, warmup: int
+) -> tuple[list[SizeRun], UsersRun | None]:
     policy = load_policy()
     clock = SystemClock()
     embedder = LocalEmbedder()  # as `memgate serve` makes it: one thread
@@ -568,26 +647,40 @@ async def _recall_bench(url: str, sizes: Sequence[int], n_queries: int, users_to
         bulk.embed_sync(["warm up"])
         now = clock.now()
         rng = np.random.default_rng(1)
-        ident = Identity(tenant=TENANT, user="u0", project_id=None, mode="on",
-                         trace_id=new_trace_id())
+        ident = Identity(
+            tenant=TENANT, user="u0", project_id=None, mode="on", trace_id=new_trace_id()
+        )
         maker = CorpusMaker(bulk, embed_limit, seed=2)
         rows = _distinct(MEMORY_TEMPLATES, max(sizes), np.random.default_rng(3))
         runs: list[SizeRun] = []
         have = 0
         for size in sorted(sizes):
             _progress(f"{size:,} memories: making and embedding {size - have:,} sentences")
-            corpus = maker.make(rows[have:size] if have else rows[:size - len(_PROFILE)])
-            memories = [_memory("u0", t, k, policy, now, rng)
-                        for t, k in zip(corpus.texts, corpus.kinds, strict=True)]
+            corpus = maker.make(rows[have:size] if have else rows[: size - len(_PROFILE)])
+            memories = [
+                _memory("u0", t, k, policy, now, rng)
+                for t, k in zip(corpus.texts, corpus.kinds, strict=True)
+            ]
             vectors = list(corpus.vectors)
             if not have:  # the handful of slotted profile memories the gate would keep
                 prof = bulk.embed_sync([t for _, t in _PROFILE])
                 for (kind, text), vector in zip(_PROFILE, prof, strict=True):
                     slot = derive_slot(text, policy, kind)
-                    memories.append(Memory(
-                        id=new_memory_id(), tenant=TENANT, user="u0", content=text, type=kind,
-                        source="user_stated", slot=slot, created_at=now, updated_at=now,
-                        confirmed_at=now, embedding_model=embedder.model_id))
+                    memories.append(
+                        Memory(
+                            id=new_memory_id(),
+                            tenant=TENANT,
+                            user="u0",
+                            content=text,
+                            type=kind,
+                            source="user_stated",
+                            slot=slot,
+                            created_at=now,
+                            updated_at=now,
+                            confirmed_at=now,
+                            embedding_model=embedder.model_id,
+                        )
+                    )
                     vectors.append(vector)
             _progress(f"{size:,} memories: writing {len(memories):,} to Redis")
             started = time.perf_counter()
@@ -599,12 +692,34 @@ async def _recall_bench(url: str, sizes: Sequence[int], n_queries: int, users_to
             times = await time_recall(recaller, ident, queries, warmup)
             _progress(f"{size:,} memories: timing the stages one by one")
             probe = await Probe(store, embedder, policy, ident, queries).run()
-            runs.append(SizeRun(size, load_seconds, corpus, times, probe,
-                                await _redis_memory(store)))
+            runs.append(
+                SizeRun(
+                    size,
+                    load_seconds,
+                    corpus.embedded,
+                    corpus.reused,
+                    corpus.embed_seconds,
+                    times,
+                    probe,
+                    await _redis_memory(store),
+                )
+            )
         many = None
         if users_total > max(sizes):
-            many = await _many_users(store, recaller, maker, policy, now, queries, users_total,
-                                     max(sizes), warmup)
+            many = await _many_users(
+                store,
+                recaller,
+                embedder,
+                maker,
+                policy,
+                now,
+                queries,
+                users_total,
+                max(sizes),
+                warmup,
+            )
+        # Only small results leave the coroutine: asyncio.run may repr its task (Python 3.11,
+        # restoring the SIGINT handler), and a repr of 100k vectors takes minutes.
         return runs, many
     finally:
         await store.aclose()
@@ -613,9 +728,18 @@ async def _recall_bench(url: str, sizes: Sequence[int], n_queries: int, users_to
 _PER_USER = 1_000
 
 
-async def _many_users(store: Store, recaller: Recaller, maker: CorpusMaker, policy: Policy,
-                      now: datetime, queries: Sequence[str], users_total: int, have: int,
-                      warmup: int) -> UsersRun:
+async def _many_users(
+    store: Store,
+    recaller: Recaller,
+    embedder: LocalEmbedder,
+    maker: CorpusMaker,
+    policy: Policy,
+    now: datetime,
+    queries: Sequence[str],
+    users_total: int,
+    have: int,
+    warmup: int,
+) -> UsersRun:
     """Fill the index with other users (``_PER_USER`` memories each, vectors reused) up to
     ``users_total`` memories, then time the big user and one small user again."""
     rng = np.random.default_rng(4)
@@ -629,22 +753,39 @@ async def _many_users(store: Store, recaller: Recaller, maker: CorpusMaker, poli
         user = f"u{n + 1}"
         corpus = maker.make(_distinct(MEMORY_TEMPLATES, count, np.random.default_rng(100 + n)))
         reused += corpus.reused
-        memories = [_memory(user, t, k, policy, now, rng)
-                    for t, k in zip(corpus.texts, corpus.kinds, strict=True)]
+        memories = [
+            _memory(user, t, k, policy, now, rng)
+            for t, k in zip(corpus.texts, corpus.kinds, strict=True)
+        ]
         await write_memories(store, memories, corpus.vectors)
         if n % 50 == 0:
             _progress(f"{users_total:,} across users: {have + (n + 1) * _PER_USER:,} written")
     await _wait_indexed(store, users_total)
     load_seconds = time.perf_counter() - started
-    big_ident = Identity(tenant=TENANT, user="u0", project_id=None, mode="on",
-                         trace_id=new_trace_id())
-    small_ident = Identity(tenant=TENANT, user="u1", project_id=None, mode="on",
-                           trace_id=new_trace_id())
+    big_ident = Identity(
+        tenant=TENANT, user="u0", project_id=None, mode="on", trace_id=new_trace_id()
+    )
+    small_ident = Identity(
+        tenant=TENANT, user="u1", project_id=None, mode="on", trace_id=new_trace_id()
+    )
     _progress(f"{users_total:,} across users: timing recall")
     big = await time_recall(recaller, big_ident, queries, warmup)
     small = await time_recall(recaller, small_ident, queries, warmup)
-    return UsersRun(users_total, users + 1, _PER_USER, load_seconds, reused, big, small,
-                    await _redis_memory(store))
+    _progress(f"{users_total:,} across users: timing the stages one by one")
+    probe_big = await Probe(store, embedder, policy, big_ident, queries).run()
+    probe_small = await Probe(store, embedder, policy, small_ident, queries).run()
+    return UsersRun(
+        users_total,
+        users + 1,
+        _PER_USER,
+        load_seconds,
+        reused,
+        big,
+        small,
+        probe_big,
+        probe_small,
+        await _redis_memory(store),
+    )
 
 
 # --------------------------------------------------------------------------- recall report
@@ -667,12 +808,20 @@ def _stage_rows(label: str, times: StageTimes) -> list[list[str]]:
     return rows
 
 
-def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries: int,
-                   warmup: int, embed_limit: int, redis: str) -> str:
+def _recall_report(
+    runs: Sequence[SizeRun],
+    many: UsersRun | None,
+    *,
+    n_queries: int,
+    warmup: int,
+    embed_limit: int,
+    redis: str,
+) -> str:
     cores = os.cpu_count() or 0
-    reused = sum(r.corpus.reused for r in runs)
-    embedded = sum(r.corpus.embedded for r in runs)
-    embed_s = sum(r.corpus.embed_seconds for r in runs)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    reused = sum(r.reused for r in runs)
+    embedded = sum(r.embedded for r in runs)
+    embed_s = sum(r.embed_seconds for r in runs)
     lines = [
         "",
         "memgate bench recall",
@@ -680,15 +829,20 @@ def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries:
         "(store key layout, Memory.to_hash), growing size by size",
         f"  Recaller.recall with the default policy (pool "
         f"{load_policy().recall.candidate_pool}), local embedder (1 thread), "
-        f"{n_queries} bilingual queries after {warmup} warm-up; machine: {cores} cores",
+        f"{n_queries} bilingual queries after {warmup} warm-up; machine: {cores} cores, "
+        f"load average {load}",
+        f"  redis-py {REDIS_PY_VERSION}, reply parser: "
+        + ("hiredis" if HIREDIS_AVAILABLE else "pure Python (hiredis not installed)"),
         "  memories: template sentences (English and Chinese), about 5% project-scoped and 3% "
         "superseded (skipped by the Redis filter), a few goal/plan memories with expiry",
     ]
     if embedded and embed_s > 0:
         rate = embedded / embed_s
-        lines.append(f"  embedded {embedded:,} distinct sentences in {embed_s:.1f} s "
-                     f"({rate:,.0f}/s, 2 threads; 100,000 would take about "
-                     f"{100_000 / rate:.0f} s, 1,000,000 about {1_000_000 / rate / 60:.0f} min)")
+        lines.append(
+            f"  embedded {embedded:,} distinct sentences in {embed_s:.1f} s "
+            f"({rate:,.0f}/s, 2 threads; 100,000 would take about "
+            f"{100_000 / rate:.0f} s, 1,000,000 about {1_000_000 / rate / 60:.0f} min)"
+        )
     if reused:
         lines.append(
             f"  NOTE: beyond {embed_limit:,} embedded sentences, {reused:,} memories reuse the "
@@ -701,18 +855,29 @@ def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries:
     for r in runs:
         added = r.size - before
         before = r.size
-        rows.append([f"{r.size:,}", f"{added:,}", f"{r.load_seconds:.1f}",
-                     f"{added / r.load_seconds:,.0f}" if r.load_seconds else "-",
-                     r.memory["used"], r.memory["rss"], r.memory["vector index"]])
+        rows.append(
+            [
+                f"{r.size:,}",
+                f"{added:,}",
+                f"{r.load_seconds:.1f}",
+                f"{added / r.load_seconds:,.0f}" if r.load_seconds else "-",
+                r.memory["used"],
+                r.memory["rss"],
+                r.memory["vector index"],
+            ]
+        )
     lines.append(_table(header, rows, left=1))
     lines += ["", "Recall latency, ms (Recaller.timings_ms; search includes the settings read):"]
     rows = []
     for r in runs:
         rows += _stage_rows(f"{r.size:,}", r.times)
     lines.append(_table(["memories", "stage", "p50", "p99", "max"], rows))
-    lines.append("  candidates per recall (mean): " + ", ".join(
-        f"{r.size:,}: {np.mean(r.times.candidates):.1f}" for r in runs) + "; injected (mean): "
-        + ", ".join(f"{r.size:,}: {np.mean(r.times.injected):.2f}" for r in runs))
+    lines.append(
+        "  candidates per recall (mean): "
+        + ", ".join(f"{r.size:,}: {np.mean(r.times.candidates):.1f}" for r in runs)
+        + "; injected (mean): "
+        + ", ".join(f"{r.size:,}: {np.mean(r.times.injected):.2f}" for r in runs)
+    )
     if len(runs) > 1:
         lines += ["", "Growth (total latency):"]
         rows = []
@@ -720,18 +885,34 @@ def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries:
             p50 = percentile(b.times.total, 0.5) / percentile(a.times.total, 0.5)
             p99 = percentile(b.times.total, 0.99) / percentile(a.times.total, 0.99)
             verdict = "sub-linear" if p50 < b.size / a.size else "linear or worse"
-            rows.append([f"{a.size:,} -> {b.size:,}", f"{b.size / a.size:.0f}x",
-                         f"{p50:.2f}x", f"{p99:.2f}x", verdict])
-        lines.append(_table(["sizes", "size ratio", "p50 ratio", "p99 ratio", "p50 growth"],
-                            rows, left=1))
-    lines += ["", "Where the time goes, ms (each part timed alone over the same queries; "
-              "Redis variants with the query vectors pre-computed):"]
+            rows.append(
+                [
+                    f"{a.size:,} -> {b.size:,}",
+                    f"{b.size / a.size:.0f}x",
+                    f"{p50:.2f}x",
+                    f"{p99:.2f}x",
+                    verdict,
+                ]
+            )
+        lines.append(
+            _table(["sizes", "size ratio", "p50 ratio", "p99 ratio", "p50 growth"], rows, left=1)
+        )
+    lines += [
+        "",
+        "Where the time goes, ms (each part timed alone over the same queries; "
+        "Redis variants with the query vectors pre-computed):",
+    ]
     names = [name for name, _ in runs[0].probe]
     header = ["part", *(f"{r.size:,} p50" for r in runs), *(f"{r.size:,} p99" for r in runs)]
     rows = []
     for i, name in enumerate(names):
-        rows.append([name, *(_p(r.probe[i][1], 0.5) for r in runs),
-                     *(_p(r.probe[i][1], 0.99) for r in runs)])
+        rows.append(
+            [
+                name,
+                *(_p(r.probe[i][1], 0.5) for r in runs),
+                *(_p(r.probe[i][1], 0.99) for r in runs),
+            ]
+        )
     lines.append(_table(header, rows, left=1))
     if many is not None:
         lines += [
@@ -741,9 +922,19 @@ def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries:
             f"{many.load_seconds:.0f} s; redis used {many.memory['used']}, "
             f"rss {many.memory['rss']}, vector index {many.memory['vector index']}:",
         ]
-        rows = _stage_rows(f"u0 ({max(r.size for r in runs):,})", many.big)
-        rows += _stage_rows(f"u1 ({many.per_user:,})", many.small)
+        big, small = f"u0 ({max(r.size for r in runs):,})", f"u1 ({many.per_user:,})"
+        rows = _stage_rows(big, many.big) + _stage_rows(small, many.small)
         lines.append(_table(["user (memories)", "stage", "p50", "p99", "max"], rows))
+        lines.append("  where the time goes, ms:")
+        rows = [
+            [name, _p(a, 0.5), _p(b, 0.5), _p(a, 0.99), _p(b, 0.99)]
+            for (name, a), (_, b) in zip(many.probe_big, many.probe_small, strict=True)
+        ]
+        lines.append(
+            _table(
+                ["part", f"{big} p50", f"{small} p50", f"{big} p99", f"{small} p99"], rows, left=1
+            )
+        )
     lines += ["", _recall_verdict(runs)]
     return "\n".join(lines)
 
@@ -751,8 +942,10 @@ def _recall_report(runs: Sequence[SizeRun], many: UsersRun | None, *, n_queries:
 def _recall_verdict(runs: Sequence[SizeRun]) -> str:
     at = next((r for r in runs if r.size == GOAL_SIZE), None)
     if at is None:
-        return (f"verdict: no {GOAL_SIZE:,}-memory run; goal is p50 <= {GOAL_P50_MS:g} ms and "
-                f"p99 <= {GOAL_P99_MS:g} ms there (mem0 reports 148 ms p50 search, Zep 104 ms).")
+        return (
+            f"verdict: no {GOAL_SIZE:,}-memory run; goal is p50 <= {GOAL_P50_MS:g} ms and "
+            f"p99 <= {GOAL_P99_MS:g} ms there (mem0 reports 148 ms p50 search, Zep 104 ms)."
+        )
     p50, p99 = percentile(at.times.total, 0.5), percentile(at.times.total, 0.99)
     ok50, ok99 = p50 <= GOAL_P50_MS, p99 <= GOAL_P99_MS
     return (
@@ -761,6 +954,19 @@ def _recall_verdict(runs: Sequence[SizeRun]) -> str:
         f"({'within' if ok99 else 'ABOVE'} the {GOAL_P99_MS:g} ms goal); for scale: mem0 "
         "reports 148 ms p50 search, Zep 104 ms p50 retrieval (other hardware)."
     )
+
+
+@contextlib.contextmanager
+def _offline_tokens(workdir: Path) -> Iterator[None]:
+    """tiktoken's BPE files from the installed packages, as `memgate serve` prepares them, here
+    in the bench's temporary directory; the environment variable is restored afterwards."""
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    prepare_cache(workdir / "tiktoken")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
 
 
 @contextlib.contextmanager
@@ -774,30 +980,46 @@ def _redis_for_bench(workdir: Path) -> Iterator[str]:
         server.stop()
 
 
-def run_recall_bench(*, sizes: Sequence[int] = (1_000, 10_000, 100_000), queries: int = 200,
-                     users_total: int = 0, embed_limit: int = 20_000, warmup: int = 20) -> int:
+def run_recall_bench(
+    *,
+    sizes: Sequence[int] = (1_000, 10_000, 100_000),
+    queries: int = 200,
+    users_total: int = 0,
+    embed_limit: int = 20_000,
+    warmup: int = 20,
+) -> int:
     """Run the recall latency benchmark and print its report; 0 on success."""
-    if not sizes or min(sizes) < 10 or queries < 1 or warmup < 0 or embed_limit < 0:
-        print("memgate bench recall: need sizes >= 10, queries >= 1, warmup >= 0, "
-              "embed-limit >= 0")
+    if not sizes or min(sizes) < 10 or queries < 1 or warmup < 0 or embed_limit < 1:
+        print("memgate bench recall: need sizes >= 10, queries >= 1, warmup >= 0, embed-limit >= 1")
         return 2
     with contextlib.ExitStack() as stack:
         stack.enter_context(_sigterm_as_interrupt())
+        _clock["started"] = time.monotonic()
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memgate-bench-")))
         try:
-            prepare_cache(workdir / "tiktoken")  # offline BPE files, as `memgate serve` does
+            stack.enter_context(_offline_tokens(workdir))
             _progress("starting the embedded Redis")
             url = stack.enter_context(_redis_for_bench(workdir))
-            runs, many = asyncio.run(_recall_bench(
-                url, sorted(set(sizes)), queries, users_total, embed_limit, warmup))
+            runs, many = asyncio.run(
+                _recall_bench(url, sorted(set(sizes)), queries, users_total, embed_limit, warmup)
+            )
         except EmbeddedRedisError as exc:
             print(f"memgate bench recall: {exc}", flush=True)
             return 1
         except KeyboardInterrupt:
             print("memgate bench recall: interrupted", flush=True)
             return 130
-        print(_recall_report(runs, many, n_queries=queries, warmup=warmup,
-                             embed_limit=embed_limit, redis="embedded Redis"), flush=True)
+        print(
+            _recall_report(
+                runs,
+                many,
+                n_queries=queries,
+                warmup=warmup,
+                embed_limit=embed_limit,
+                redis="embedded Redis",
+            ),
+            flush=True,
+        )
     return 0
 
 
@@ -861,8 +1083,9 @@ def load_locomo(path: Path) -> Locomo:
         user = re.sub(r"[^A-Za-z0-9.-]", "-", str(sample["sample_id"]))
         conv = sample["conversation"]
         mine: list[Turn] = []
-        for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)),
-                          key=lambda k: int(k.split("_")[1])):
+        for key in sorted(
+            (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])
+        ):
             when = _session_date(conv.get(f"{key}_date_time"))
             for turn in conv[key]:
                 ids = _dia(str(turn.get("dia_id", "")))
@@ -895,22 +1118,27 @@ class Method:
 
 
 def _with_weights(policy: Policy, vector: float, text: float) -> Policy:
-    recall = policy.recall.model_copy(
-        update={"weights": FusionWeights(vector=vector, text=text)})
+    recall = policy.recall.model_copy(update={"weights": FusionWeights(vector=vector, text=text)})
     return policy.model_copy(update={"recall": recall})
 
 
-def fused_ranker(store: Store, embedder: LocalEmbedder, policy: Policy, vector: float,
-                 text: float) -> Callable[[list[Hit]], list[str]]:
+def fused_ranker(policy: Policy, vector: float, text: float) -> Callable[[list[Hit]], list[str]]:
     """Rank by the recaller's own ``_score`` under other weights; a hit that one of the two
     searches did not return gets 0 from it, and hits with no score from the searches a
     one-sided weighting uses are left out (they are not in its ranking at all)."""
-    recaller = Recaller(store, embedder, _with_weights(policy, vector, text), SystemClock())
+    # Only Recaller._score is used: it needs the policy, not the store or the embedder.
+    recaller = Recaller(
+        None,
+        None,
+        _with_weights(policy, vector, text),  # type: ignore[arg-type]
+        SystemClock(),
+    )
 
     def rank(hits: list[Hit]) -> list[str]:
         usable = [h for h in hits if (vector > 0 and h.vector != 0.0) or (text > 0 and h.text > 0)]
-        scored = sorted(((recaller._score(h).fused, h.memory.id) for h in usable),
-                        key=lambda x: -x[0])
+        scored = sorted(
+            ((recaller._score(h).fused, h.memory.id) for h in usable), key=lambda x: -x[0]
+        )
         return [memory_id for _, memory_id in scored]
 
     return rank
@@ -927,21 +1155,45 @@ def rrf_rank(hits: list[Hit], k: int = 60) -> list[str]:
     return sorted(score, key=lambda m: -score[m])
 
 
-GRID = ((0.9, 0.1), (0.75, 0.25), (0.6, 0.4), (0.5, 0.5), (0.4, 0.6), (0.25, 0.75))
+def max_normalised_ranker(vector: float, text: float) -> Callable[[list[Hit]], list[str]]:
+    """Not what the recaller does (yet): BM25 divided by the query's best BM25 score, so the text
+    part spans [0, 1] like cosine does instead of saturating near 1 (BM25STD scores of 5-20
+    all map to 0.83-0.95 under bm25/(bm25+1))."""
+
+    def rank(hits: list[Hit]) -> list[str]:
+        top = max((h.text for h in hits), default=0.0)
+        scored = sorted(
+            (
+                (
+                    vector * max(h.vector, 0.0) + (text * h.text / top if top > 0 else 0.0),
+                    h.memory.id,
+                )
+                for h in hits
+            ),
+            key=lambda x: -x[0],
+        )
+        return [memory_id for _, memory_id in scored]
+
+    return rank
 
 
-def methods(store: Store, embedder: LocalEmbedder, policy: Policy) -> list[Method]:
+GRID = ((0.9, 0.1), (0.75, 0.25), (0.6, 0.4), (0.5, 0.5), (0.4, 0.6), (0.25, 0.75), (0.1, 0.9))
+NORMALISED = ((0.75, 0.25), (0.5, 0.5), (0.25, 0.75))
+
+
+def methods(policy: Policy) -> list[Method]:
     w = policy.recall.weights
     out = [
-        Method("vector-only (1/0)", fused_ranker(store, embedder, policy, 1.0, 0.0)),
-        Method("text-only (0/1)", fused_ranker(store, embedder, policy, 0.0, 1.0)),
-        Method(f"hybrid, policy ({w.vector:g}/{w.text:g})",
-               fused_ranker(store, embedder, policy, w.vector, w.text)),
+        Method("vector-only (1/0)", fused_ranker(policy, 1.0, 0.0)),
+        Method("text-only (0/1)", fused_ranker(policy, 0.0, 1.0)),
+        Method(f"hybrid, policy ({w.vector:g}/{w.text:g})", fused_ranker(policy, w.vector, w.text)),
     ]
     for v, t in GRID:
         if not (math.isclose(v, w.vector) and math.isclose(t, w.text)):
-            out.append(Method(f"hybrid {v:g}/{t:g}", fused_ranker(store, embedder, policy, v, t)))
+            out.append(Method(f"hybrid {v:g}/{t:g}", fused_ranker(policy, v, t)))
     out.append(Method("RRF 1:1 (k=60)", rrf_rank))
+    for v, t in NORMALISED:
+        out.append(Method(f"hybrid {v:g}/{t:g}, BM25/max", max_normalised_ranker(v, t)))
     return out
 
 
@@ -960,6 +1212,10 @@ class Scores:
             row = table.setdefault(method, {})
             row[category] = row.get(category, 0) + bool(gold & set(ranked[:depth]))
 
+    def hits(self, method: str) -> str:
+        """Questions with a gold turn in the top k, of all questions."""
+        return f"{sum(self.at_k.get(method, {}).values())}/{sum(self.n.values())}"
+
     def rate(self, method: str, category: int | None, second: bool = False) -> float:
         table = (self.at_k2 if second else self.at_k).get(method, {})
         if category is None:
@@ -973,51 +1229,81 @@ async def _load_locomo(store: Store, embedder: LocalEmbedder, data: Locomo) -> N
     for user, turns in data.turns.items():
         vectors: list[np.ndarray] = []
         for start in range(0, len(turns), _EMBED_BATCH):
-            batch = turns[start:start + _EMBED_BATCH]
+            batch = turns[start : start + _EMBED_BATCH]
             vectors += list(embedder.embed_sync([t.text for t in batch]))
         memories = [
-            Memory(id=_memory_id(t.dia), tenant="locomo", user=user, content=t.text,
-                   type="profile", source="user_stated", created_at=t.when, updated_at=t.when,
-                   confirmed_at=t.when, embedding_model=embedder.model_id)
+            Memory(
+                id=_memory_id(t.dia),
+                tenant="locomo",
+                user=user,
+                content=t.text,
+                type="profile",
+                source="user_stated",
+                created_at=t.when,
+                updated_at=t.when,
+                confirmed_at=t.when,
+                embedding_model=embedder.model_id,
+            )
             for t in turns
         ]
         await write_memories(store, memories, vectors)
     await _wait_indexed(store, sum(len(t) for t in data.turns.values()))
 
 
-async def _evaluate(store: Store, embedder: LocalEmbedder, policy: Policy,
-                    questions: Sequence[Question], k: int, pool: int,
-                    owner: Callable[[Question], str],
-                    gold_of: Callable[[Question], set[str]]) -> tuple[Scores, list[Method]]:
+async def _evaluate(
+    store: Store,
+    embedder: LocalEmbedder,
+    policy: Policy,
+    questions: Sequence[Question],
+    k: int,
+    pool: int,
+    owner: Callable[[Question], str],
+    gold_of: Callable[[Question], set[str]],
+) -> tuple[Scores, list[Method]]:
     """Rank the store's candidates for every question under every method."""
-    ranked_by = methods(store, embedder, policy)
+    ranked_by = methods(policy)
     scores = Scores(k, 2 * k)
     vectors = embedder.embed_sync([q.text for q in questions])
     now_ts = time.time()
     for q, vector in zip(questions, vectors, strict=True):
         hits = await store.recall_candidates(
-            "locomo", owner(q), vector, search_text(q.text), project_id=None, task=None,
-            now_ts=now_ts, pool=pool)
+            "locomo",
+            owner(q),
+            vector,
+            search_text(q.text),
+            project_id=None,
+            task=None,
+            now_ts=now_ts,
+            pool=pool,
+        )
         scores.n[q.category] = scores.n.get(q.category, 0) + 1
         for method in ranked_by:
             scores.add(method.name, q.category, method.rank(hits), gold_of(q))
     return scores, ranked_by
 
 
-async def _injected(store: Store, embedder: LocalEmbedder, policy: Policy,
-                    questions: Sequence[Question], scores: Scores, name: str) -> None:
+async def _injected(
+    store: Store,
+    embedder: LocalEmbedder,
+    policy: Policy,
+    questions: Sequence[Question],
+    scores: Scores,
+    name: str,
+) -> None:
     """The recaller end to end (policy pool, threshold, max memories, token budget): is an
     evidence turn among the memories it would inject?"""
     recaller = Recaller(store, embedder, policy, SystemClock())
     for q in questions:
-        ident = Identity(tenant="locomo", user=q.user, project_id=None, mode="on",
-                         trace_id=new_trace_id())
+        ident = Identity(
+            tenant="locomo", user=q.user, project_id=None, mode="on", trace_id=new_trace_id()
+        )
         result = await recaller.recall(ident, _body(q.text))
         injected = [m.id for m in result.injected]
         for table in (scores.at_k, scores.at_k2):
             row = table.setdefault(name, {})
-            row[q.category] = row.get(q.category, 0) + bool({_memory_id(g) for g in q.gold}
-                                                            & set(injected))
+            row[q.category] = row.get(q.category, 0) + bool(
+                {_memory_id(g) for g in q.gold} & set(injected)
+            )
 
 
 @dataclass
@@ -1038,20 +1324,32 @@ def load_prefeval(folder: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-async def _prefeval(store: Store, embedder: LocalEmbedder, policy: Policy,
-                    rows: list[tuple[str, str, str]]) -> PrefEval:
+async def _prefeval(
+    store: Store, embedder: LocalEmbedder, policy: Policy, rows: list[tuple[str, str, str]]
+) -> PrefEval:
     """All preferences under one user; each question must find its own among the others."""
     vectors = embedder.embed_sync([pref for _, pref, _ in rows])
-    memories = [Memory(id=f"p{i}", tenant="locomo", user="prefeval", content=pref,
-                       type="preference", source="user_stated", embedding_model=embedder.model_id)
-                for i, (_, pref, _) in enumerate(rows)]
+    memories = [
+        Memory(
+            id=f"p{i}",
+            tenant="locomo",
+            user="prefeval",
+            content=pref,
+            type="preference",
+            source="user_stated",
+            embedding_model=embedder.model_id,
+        )
+        for i, (_, pref, _) in enumerate(rows)
+    ]
     before = int((await _index_info(store)).get("num_docs", 0))
     await write_memories(store, memories, list(vectors))
     await _wait_indexed(store, before + len(memories))
-    questions = [Question("prefeval", question, 0, {f"p{i}"})
-                 for i, (_, _, question) in enumerate(rows)]
-    scores, used = await _evaluate(store, embedder, policy, questions, 1, 50,
-                                   owner=lambda q: q.user, gold_of=lambda q: q.gold)
+    questions = [
+        Question("prefeval", question, 0, {f"p{i}"}) for i, (_, _, question) in enumerate(rows)
+    ]
+    scores, used = await _evaluate(
+        store, embedder, policy, questions, 1, 50, owner=lambda q: q.user, gold_of=lambda q: q.gold
+    )
     # PrefEval reports Recall@1 and @5: reuse the k / k2 slots.
     scores.k, scores.k2 = 1, 5
     return PrefEval(scores, used, len(rows), len({t for t, _, _ in rows}))
@@ -1059,7 +1357,6 @@ async def _prefeval(store: Store, embedder: LocalEmbedder, policy: Policy,
 
 @dataclass
 class LocomoRun:
-    data: Locomo
     scores: Scores
     names: list[str]
     pool: int
@@ -1068,9 +1365,14 @@ class LocomoRun:
     seconds: float
 
 
-async def _locomo_bench(url: str, data: Locomo, k: int, pool: int,
-                        prefeval_rows: list[tuple[str, str, str]] | None,
-                        prefeval_note: str) -> LocomoRun:
+async def _locomo_bench(
+    url: str,
+    data: Locomo,
+    k: int,
+    pool: int,
+    prefeval_rows: list[tuple[str, str, str]] | None,
+    prefeval_note: str,
+) -> LocomoRun:
     started = time.perf_counter()
     policy = load_policy()
     embedder = LocalEmbedder(threads=2)
@@ -1083,10 +1385,19 @@ async def _locomo_bench(url: str, data: Locomo, k: int, pool: int,
         await _load_locomo(store, embedder, data)
         _progress(f"LoCoMo: ranking {len(data.questions):,} questions (pool {pool})")
         scores, used = await _evaluate(
-            store, embedder, policy, data.questions, k, pool, owner=lambda q: q.user,
-            gold_of=lambda q: {_memory_id(g) for g in q.gold})
-        name = (f"recaller end to end (pool {policy.recall.candidate_pool}, "
-                f"<= {policy.recall.max_memories} injected)")
+            store,
+            embedder,
+            policy,
+            data.questions,
+            k,
+            pool,
+            owner=lambda q: q.user,
+            gold_of=lambda q: {_memory_id(g) for g in q.gold},
+        )
+        name = (
+            f"recaller end to end (pool {policy.recall.candidate_pool}, "
+            f"<= {policy.recall.max_memories} injected)"
+        )
         _progress("LoCoMo: the recaller end to end")
         await _injected(store, embedder, policy, data.questions, scores, name)
         names = [m.name for m in used] + [name]
@@ -1094,8 +1405,7 @@ async def _locomo_bench(url: str, data: Locomo, k: int, pool: int,
         if prefeval_rows:
             _progress(f"PrefEval: {len(prefeval_rows):,} explicit preferences")
             pref = await _prefeval(store, embedder, policy, prefeval_rows)
-        return LocomoRun(data, scores, names, pool, pref, prefeval_note,
-                         time.perf_counter() - started)
+        return LocomoRun(scores, names, pool, pref, prefeval_note, time.perf_counter() - started)
     finally:
         await store.aclose()
 
@@ -1104,20 +1414,29 @@ def _rate(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.3f}"
 
 
-def _score_table(scores: Scores, names: Sequence[str], categories: Sequence[int],
-                 second: bool, label: str) -> str:
+def _score_table(
+    scores: Scores, names: Sequence[str], categories: Sequence[int], second: bool, label: str
+) -> str:
     header = ["method", *(f"{c} {CATEGORIES.get(c, '')}".strip() for c in categories), "overall"]
-    counts = ["questions", *(str(scores.n.get(c, 0)) for c in categories),
-              str(sum(scores.n.values()))]
+    counts = [
+        "questions",
+        *(str(scores.n.get(c, 0)) for c in categories),
+        str(sum(scores.n.values())),
+    ]
     rows = [counts]
     for name in names:
-        rows.append([name, *(_rate(scores.rate(name, c, second)) for c in categories),
-                     _rate(scores.rate(name, None, second))])
+        rows.append(
+            [
+                name,
+                *(_rate(scores.rate(name, c, second)) for c in categories),
+                _rate(scores.rate(name, None, second)),
+            ]
+        )
     return f"{label}\n" + _table(header, rows, left=1)
 
 
-def _locomo_report(run: LocomoRun, policy: Policy, data_label: str) -> str:
-    s, data = run.scores, run.data
+def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str) -> str:
+    s = run.scores
     names = run.names
     w = policy.recall.weights
     lines = [
@@ -1125,7 +1444,7 @@ def _locomo_report(run: LocomoRun, policy: Policy, data_label: str) -> str:
         "memgate bench locomo",
         f"  data: {data_label}: {len(data.turns)} conversations, "
         f"{sum(len(t) for t in data.turns.values()):,} turns (one memory each, "
-        "\"<speaker>: <text>\", one user per conversation)",
+        '"<speaker>: <text>", one user per conversation)',
         f"  questions: categories 1-4 with evidence: {len(data.questions):,} "
         f"({data.skipped_empty} without usable evidence skipped, {data.dropped_ids} evidence ids "
         "not in the conversation dropped)",
@@ -1133,12 +1452,15 @@ def _locomo_report(run: LocomoRun, policy: Policy, data_label: str) -> str:
         "from BM25 under the recall filter; each method ranks them with the recaller's score "
         "(weights vector/text: vector*cosine + text*bm25/(bm25+1)); text-only ranks BM25 hits "
         "only, vector-only KNN hits only",
+        "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of bm25/(bm25+1), "
+        "and RRF fuses ranks: neither is what the recaller does; they are there to compare",
         f"  the last row is Recaller.recall itself (policy pool, threshold "
         f"{policy.recall.relevance_threshold:g}, token budget): is an evidence turn injected? "
         "(the same figure in both tables)",
         "",
-        _score_table(s, names, sorted(s.n), False, f"Evidence recall@{s.k} (any gold turn in the "
-                     f"top {s.k}):"),
+        _score_table(
+            s, names, sorted(s.n), False, f"Evidence recall@{s.k} (any gold turn in the top {s.k}):"
+        ),
         "",
         _score_table(s, names, sorted(s.n), True, f"Evidence recall@{s.k2}:"),
     ]
@@ -1151,8 +1473,10 @@ def _locomo_report(run: LocomoRun, policy: Policy, data_label: str) -> str:
             "own preference among all the others:",
         ]
         header = ["method", "Recall@1", "Recall@5"]
-        rows = [[m.name, _rate(p.scores.rate(m.name, None)),
-                 _rate(p.scores.rate(m.name, None, True))] for m in p.methods]
+        rows = [
+            [m.name, _rate(p.scores.rate(m.name, None)), _rate(p.scores.rate(m.name, None, True))]
+            for m in p.methods
+        ]
         lines.append(_table(header, rows, left=1))
     elif run.prefeval_note:
         lines += ["", f"PrefEval: {run.prefeval_note}"]
@@ -1164,24 +1488,45 @@ def _locomo_verdict(s: Scores, names: Sequence[str], wv: float, wt: float) -> st
     vec, txt, hyb = (s.rate(names[i], None) for i in range(3))
     if any(math.isnan(x) for x in (vec, txt, hyb)):
         return "verdict: no questions, no figure."
-    head = (f"verdict: LoCoMo R@{s.k}: hybrid (policy {wv:g}/{wt:g}) {hyb:.3f} vs vector-only "
-            f"{vec:.3f}, text-only {txt:.3f}: ")
+    head = (
+        f"verdict: LoCoMo R@{s.k}: hybrid (policy {wv:g}/{wt:g}) {hyb:.3f} "
+        f"({s.hits(names[2])}) vs vector-only {vec:.3f} ({s.hits(names[0])}), text-only "
+        f"{txt:.3f} ({s.hits(names[1])}): "
+    )
     if hyb > vec and hyb > txt:
         return head + "the policy's hybrid beats both."
-    better = [n for n in names[3:]
-              if n.startswith(("hybrid", "RRF")) and s.rate(n, None) > max(vec, txt)]
-    if better:
-        return head + ("the policy's hybrid does NOT beat both; these do: "
-                       + ", ".join(f"{n} {s.rate(n, None):.3f}" for n in better) + ".")
-    return head + "the policy's hybrid does NOT beat both, and no weighting tried here does."
+    best = max(vec, txt)
+    same = [
+        n
+        for n in names[3:]
+        if n.startswith("hybrid") and "BM25/max" not in n and s.rate(n, None) > best
+    ]
+    other = [
+        n for n in names[3:] if ("BM25/max" in n or n.startswith("RRF")) and s.rate(n, None) > best
+    ]
+
+    def listed(found: list[str]) -> str:
+        return ", ".join(f"{n} {s.rate(n, None):.3f} ({s.hits(n)})" for n in found) or "none"
+
+    return head + (
+        "the policy's hybrid does NOT beat both (a tie is not a win). Weights that "
+        f"do with the recaller's score: {listed(same)}; with another fusion (not in "
+        f"the recaller): {listed(other)}."
+    )
 
 
 def default_locomo_path() -> Path:
     return repo_root() / DEFAULT_LOCOMO
 
 
-def run_locomo_bench(*, data: str | None = None, k: int = 5, pool: int = 100,
-                     prefeval: str | None = None, no_prefeval: bool = False) -> int:
+def run_locomo_bench(
+    *,
+    data: str | None = None,
+    k: int = 5,
+    pool: int = 100,
+    prefeval: str | None = None,
+    no_prefeval: bool = False,
+) -> int:
     """Evaluate retrieval on LoCoMo (and a PrefEval slice) and print the report."""
     if k < 1 or pool < 2 * k:
         print("memgate bench locomo: need k >= 1 and pool >= 2*k")
@@ -1189,9 +1534,12 @@ def run_locomo_bench(*, data: str | None = None, k: int = 5, pool: int = 100,
     path = Path(data) if data else default_locomo_path()
     if not path.is_file():
         where = str(path) if data else f"{DEFAULT_LOCOMO} (relative to the repo root)"
-        print(f"memgate bench locomo: LoCoMo data not found at {where}. It is not shipped with "
-              "memgate (CC BY-NC 4.0): get locomo10.json from github.com/snap-research/locomo "
-              "(data/locomo10.json) and pass --data PATH.", flush=True)
+        print(
+            f"memgate bench locomo: LoCoMo data not found at {where}. It is not shipped with "
+            "memgate (CC BY-NC 4.0): get locomo10.json from github.com/snap-research/locomo "
+            "(data/locomo10.json) and pass --data PATH.",
+            flush=True,
+        )
         return 2
     try:
         corpus = load_locomo(path)
@@ -1203,19 +1551,25 @@ def run_locomo_bench(*, data: str | None = None, k: int = 5, pool: int = 100,
     if no_prefeval:
         note = "skipped (--no-prefeval)"
     else:
-        folder = (Path(prefeval) if prefeval
-                  else path.resolve().parent.parent / "prefeval" / "explicit_preference")
+        folder = (
+            Path(prefeval)
+            if prefeval
+            else path.resolve().parent.parent / "prefeval" / "explicit_preference"
+        )
         if folder.is_dir():
             rows = load_prefeval(folder) or None
         if not rows:
-            note = ("skipped: no explicit_preference/*.json next to the LoCoMo folder "
-                    "(pass --prefeval DIR)")
+            note = (
+                "skipped: no explicit_preference/*.json next to the LoCoMo folder "
+                "(pass --prefeval DIR)"
+            )
     policy = load_policy()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_sigterm_as_interrupt())
+        _clock["started"] = time.monotonic()
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memgate-bench-")))
         try:
-            prepare_cache(workdir / "tiktoken")
+            stack.enter_context(_offline_tokens(workdir))
             _progress("starting the embedded Redis")
             url = stack.enter_context(_redis_for_bench(workdir))
             run = asyncio.run(_locomo_bench(url, corpus, k, pool, rows, note))
@@ -1225,6 +1579,5 @@ def run_locomo_bench(*, data: str | None = None, k: int = 5, pool: int = 100,
         except KeyboardInterrupt:
             print("memgate bench locomo: interrupted", flush=True)
             return 130
-    print(_locomo_report(run, policy, path.name), flush=True)
+    print(_locomo_report(run, corpus, policy, path.name), flush=True)
     return 0
-
