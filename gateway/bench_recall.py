@@ -632,7 +632,7 @@ async def _redis_memory(store: Store) -> dict[str, str]:
 async def _recall_bench(
     url: str, sizes: Sequence[int], n_queries: int, users_total: int, embed_limit: int, warmup: int
 ) -> tuple[list[SizeRun], UsersRun | None]:
-    policy = load_policy()
+    policy = load_policy(os.environ.get("MEMGATE_POLICY"))
     clock = SystemClock()
     embedder = LocalEmbedder()  # as `memgate serve` makes it: one thread
     bulk = LocalEmbedder(threads=2)  # the corpus: both cores
@@ -828,7 +828,7 @@ def _recall_report(
         f"  {redis}; one user (tenant {TENANT!r}), memories written straight into Redis "
         "(store key layout, Memory.to_hash), growing size by size",
         f"  Recaller.recall with the default policy (pool "
-        f"{load_policy().recall.candidate_pool}), local embedder (1 thread), "
+        f"{load_policy(os.environ.get("MEMGATE_POLICY")).recall.candidate_pool}), local embedder (1 thread), "
         f"{n_queries} bilingual queries after {warmup} warm-up; machine: {cores} cores, "
         f"load average {load}",
         f"  redis-py {REDIS_PY_VERSION}, reply parser: "
@@ -1158,7 +1158,7 @@ def rrf_rank(hits: list[Hit], k: int = 60) -> list[str]:
 def max_normalised_ranker(vector: float, text: float) -> Callable[[list[Hit]], list[str]]:
     """Not what the recaller does (yet): BM25 divided by the query's best BM25 score, so the text
     part spans [0, 1] like cosine does instead of saturating near 1 (BM25STD scores of 5-20
-    all map to 0.83-0.95 under bm25/(bm25+1))."""
+    all map to 0.83-0.95 under bm25/(bm25+c), c = recall.text_saturation)."""
 
     def rank(hits: list[Hit]) -> list[str]:
         top = max((h.text for h in hits), default=0.0)
@@ -1374,7 +1374,7 @@ async def _locomo_bench(
     prefeval_note: str,
 ) -> LocomoRun:
     started = time.perf_counter()
-    policy = load_policy()
+    policy = load_policy(os.environ.get("MEMGATE_POLICY"))
     embedder = LocalEmbedder(threads=2)
     store = Store(url)
     try:
@@ -1450,9 +1450,9 @@ def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str
         "not in the conversation dropped)",
         f"  candidates: Store.recall_candidates, top {run.pool} from KNN and top {run.pool} "
         "from BM25 under the recall filter; each method ranks them with the recaller's score "
-        "(weights vector/text: vector*cosine + text*bm25/(bm25+1)); text-only ranks BM25 hits "
+        "(weights vector/text: vector*cosine + text*bm25/(bm25+c), c = recall.text_saturation); text-only ranks BM25 hits "
         "only, vector-only KNN hits only",
-        "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of bm25/(bm25+1), "
+        "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of bm25/(bm25+c), c = recall.text_saturation, "
         "and RRF fuses ranks: neither is what the recaller does; they are there to compare",
         f"  the last row is Recaller.recall itself (policy pool, threshold "
         f"{policy.recall.relevance_threshold:g}, token budget): is an evidence turn injected? "
@@ -1563,7 +1563,7 @@ def run_locomo_bench(
                 "skipped: no explicit_preference/*.json next to the LoCoMo folder "
                 "(pass --prefeval DIR)"
             )
-    policy = load_policy()
+    policy = load_policy(os.environ.get("MEMGATE_POLICY"))
     with contextlib.ExitStack() as stack:
         stack.enter_context(_sigterm_as_interrupt())
         _clock["started"] = time.monotonic()

@@ -265,6 +265,7 @@ class RecallSpec(_Model):
     token_budget: PositiveInt
     relevance_threshold: Fraction
     weights: FusionWeights
+    text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
     candidate_pool: PositiveInt
     trace_ttl_days: PositiveInt
 

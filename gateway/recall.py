@@ -8,6 +8,7 @@ its token budget.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +35,6 @@ CHECKS = (
     "sensitivity",
     "paused",
 )
-_TEXT_SATURATION = 1.0  # BM25 s maps to s / (s + 1): bounded, comparable with cosine
 
 
 @dataclass(slots=True)
@@ -113,10 +113,16 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
-        vector = (await self.embedder.embed([text[:2000]]))[0]
+        # The user's settings are read while the query is embedded (off the event loop).
+        settings_read = asyncio.ensure_future(self.store.get_settings(ident.tenant, ident.user))
+        try:
+            vector = (await self.embedder.embed([text[:2000]]))[0]
+        except BaseException:
+            settings_read.cancel()
+            raise
         t_embed = clock.monotonic()
         now = clock.now()
-        settings = await self.store.get_settings(ident.tenant, ident.user)
+        settings = await settings_read
         hits = await self.store.recall_candidates(
             ident.tenant,
             ident.user,
@@ -144,7 +150,10 @@ class Recaller:
 
     def _score(self, hit: Hit) -> Candidate:
         weights = self.policy.recall.weights
-        text_norm = hit.text / (hit.text + _TEXT_SATURATION) if hit.text > 0 else 0.0
+        # BM25 s maps to s / (s + c): bounded like cosine, and query-independent, so the
+        # relevance threshold keeps its meaning (c is recall.text_saturation in the policy).
+        c = self.policy.recall.text_saturation
+        text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
         fused = weights.vector * max(hit.vector, 0.0) + weights.text * text_norm
         return Candidate(hit.memory, hit.vector, hit.text, fused)
 
