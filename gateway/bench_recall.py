@@ -828,7 +828,8 @@ def _recall_report(
         f"  {redis}; one user (tenant {TENANT!r}), memories written straight into Redis "
         "(store key layout, Memory.to_hash), growing size by size",
         f"  Recaller.recall with the default policy (pool "
-        f"{load_policy(os.environ.get("MEMGATE_POLICY")).recall.candidate_pool}), local embedder (1 thread), "
+        f"{load_policy(os.environ.get('MEMGATE_POLICY')).recall.candidate_pool}), "
+        "local embedder (1 thread), "
         f"{n_queries} bilingual queries after {warmup} warm-up; machine: {cores} cores, "
         f"load average {load}",
         f"  redis-py {REDIS_PY_VERSION}, reply parser: "
@@ -1450,9 +1451,11 @@ def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str
         "not in the conversation dropped)",
         f"  candidates: Store.recall_candidates, top {run.pool} from KNN and top {run.pool} "
         "from BM25 under the recall filter; each method ranks them with the recaller's score "
-        "(weights vector/text: vector*cosine + text*bm25/(bm25+c), c = recall.text_saturation); text-only ranks BM25 hits "
+        "(weights vector/text: vector*cosine + text*bm25/(bm25+c), "
+        "c = recall.text_saturation); text-only ranks BM25 hits "
         "only, vector-only KNN hits only",
-        "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of bm25/(bm25+c), c = recall.text_saturation, "
+        "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of "
+        "bm25/(bm25+c), "
         "and RRF fuses ranks: neither is what the recaller does; they are there to compare",
         f"  the last row is Recaller.recall itself (policy pool, threshold "
         f"{policy.recall.relevance_threshold:g}, token budget): is an evidence turn injected? "
