@@ -87,12 +87,14 @@ async def metrics_endpoint(state: State) -> Response[bytes]:
     return Response(payload, media_type=content_type)
 
 
-async def _sample_gauges(store: Store, metrics: Metrics, every: float = 15.0) -> None:
-    """``memgate_memories{status}`` is sampled from Redis, not counted per event."""
+async def _sample_gauges(store: Store, metrics: Metrics, clock: Clock, every: float = 15.0) -> None:
+    """Memories by status and the pending queue are sampled from Redis, not counted per event."""
     while True:
         try:
             for status, count in (await store.count_by_status()).items():
                 metrics.memories.labels(status).set(count)
+            pending = await store.count_pending_candidates(clock.now().timestamp())
+            metrics.pending_candidates.set(pending)
         except Exception:
             metrics.backend_errors.labels("redis").inc()
         await asyncio.sleep(every)
@@ -127,8 +129,13 @@ def _count_api_requests(metrics: Metrics, clock: Clock) -> Callable[[ASGIApp], A
                 total = clock.monotonic() - started
                 metrics.requests.labels(route, str(status), "none").inc()
                 metrics.request_duration.labels(route, "false").observe(total)
-                log.info("request", route=route, method=scope.get("method"), status=status,
-                         total_ms=round(total * 1000, 2))
+                log.info(
+                    "request",
+                    route=route,
+                    method=scope.get("method"),
+                    status=status,
+                    total_ms=round(total * 1000, 2),
+                )
 
         return middleware
 
@@ -178,7 +185,9 @@ def create_app(
             )
             app.state.memory = flow
             loop = asyncio.get_running_loop()
-            sampler = loop.create_task(_sample_gauges(store, metrics))
+            sampler = loop.create_task(
+                _sample_gauges(store, metrics, the_clock, settings.metrics_sample_seconds)
+            )
             stop_miner = asyncio.Event()
             miner = loop.create_task(queue.run_worker(stop_miner))
             yield

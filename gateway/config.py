@@ -46,6 +46,8 @@ class Settings:
     """Seconds to wait for a non-streamed upstream response (or its next bytes)."""
     stream_read_timeout: float = 600.0
     """Longest gap, in seconds, allowed between two chunks of a streamed response."""
+    metrics_sample_seconds: float = 15.0
+    """How often gauges sampled from Redis (memories by status, pending candidates) refresh."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -340,6 +340,17 @@ class Store:
             out[status] = int(await self.index.query(CountQuery(Tag("status") == status)))
         return out
 
+    async def count_pending_candidates(self, now_ts: float) -> int:
+        """All users' unexpired candidates (index sets are scored by expiry time).
+
+        A SCAN over the per-user index sets: fine for a sampler every few seconds; a very
+        large deployment would keep a running counter instead.
+        """
+        total = 0
+        async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:candidx:*", count=1000):
+            total += int(await self.redis.zcount(key, f"({now_ts}", "+inf"))
+        return total
+
     # -- recall ----------------------------------------------------------------------------
 
     async def recall_candidates(

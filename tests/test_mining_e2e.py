@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import Gateway, Upstream
+from tests.conftest import Gateway, GatewayFactory, Upstream
 from tests.test_recall import User
 
 
@@ -65,3 +65,18 @@ def test_users_never_see_each_others_candidates(gateway: Gateway) -> None:
     resp = httpx.post(f"{gateway.base_url}/memory/candidates/{cand['id']}/confirm",
                       headers=other.headers)
     assert resp.status_code == 404
+
+
+def test_pending_queue_depth_is_exported(make_gateway: GatewayFactory) -> None:
+    gw = make_gateway(metrics_sample_seconds=0.2)
+    me = User(gw)
+    me.ask("以后都用中文回答我")
+    pending(me, 1)
+    deadline = time.monotonic() + 10
+    while True:
+        text = httpx.get(f"{gw.url}/metrics").text
+        line = next(x for x in text.splitlines() if x.startswith("memgate_pending_candidates "))
+        if float(line.split()[1]) >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert float(line.split()[1]) >= 1
