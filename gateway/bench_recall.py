@@ -400,6 +400,12 @@ async def write_memories(
                 if memory.expires_at is not None:
                     pipe.expireat(key, int(memory.expires_at.timestamp()) + 1)
             await pipe.execute()
+    # Keep the per-user size that Memories.create maintains (it picks the search strategy).
+    per_user: dict[tuple[str, str], int] = {}
+    for memory in memories:
+        per_user[(memory.tenant, memory.user)] = per_user.get((memory.tenant, memory.user), 0) + 1
+    for (tenant, user), count in per_user.items():
+        await store.count_memories_written(tenant, user, count)
 
 
 async def _index_info(store: Store) -> dict[str, Any]:

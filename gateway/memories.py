@@ -160,6 +160,7 @@ class Memories:
             )
             for old in conflicts:
                 await self._supersede(old, memory, now, actor)
+            await self.store.count_memories_written(ident.tenant, ident.user, 1)
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
     async def _reconfirm(self, memory: Memory, now: datetime, actor: str) -> Memory:
@@ -282,7 +283,8 @@ class Memories:
             await self._delete(memory, actor, self.clock.now())
 
     async def _delete(self, memory: Memory, actor: str, now: datetime) -> None:
-        await self.store.delete_memory(memory.tenant, memory.user, memory.id)
+        if await self.store.delete_memory(memory.tenant, memory.user, memory.id):
+            await self.store.count_memories_written(memory.tenant, memory.user, -1)
         # The history keeps who deleted what when, without the content, for the retention period.
         retention = now + timedelta(days=self.policy.archive.retention_days)
         await self.store.append_history(

@@ -25,6 +25,7 @@ from .records import Memory
 from .store import Hit, Store
 from .textsearch import search_text
 
+LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
 CHECKS = (
     "expired",
     "scope",
@@ -132,6 +133,7 @@ class Recaller:
             task=ident.task,
             now_ts=now.timestamp(),
             pool=self.policy.recall.candidate_pool,
+            large=int(settings.get("memory_count") or 0) > LARGE_USER,
         )
         t_search = clock.monotonic()
         result.candidates = [self._score(hit) for hit in hits]

@@ -364,6 +364,7 @@ class Store:
         task: str | None,
         now_ts: float,
         pool: int,
+        large: bool = False,
     ) -> list[Hit]:
         """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope memories.
 
@@ -386,6 +387,9 @@ class Store:
             return_fields=_RECALL_FIELDS,
             filter_expression=expr,
             num_results=pool,
+            # For a user with many memories, walking the HNSW graph in batches beats the
+            # planner's default brute force over every memory that passes the filter.
+            hybrid_policy="BATCHES" if large else None,
         )
         searches = [self.index.query(vector_query)]
         if query_text:
@@ -424,6 +428,10 @@ class Store:
     async def get_settings(self, tenant: str, user: str) -> dict[str, str]:
         raw = await self.redis.hgetall(self._key("settings", tenant, user))
         return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def count_memories_written(self, tenant: str, user: str, delta: int) -> None:
+        """A rough per-user size (expiry is not subtracted) that picks the search strategy."""
+        await self.redis.hincrby(self._key("settings", tenant, user), "memory_count", delta)
 
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
         await self.redis.hset(self._key("settings", tenant, user), mapping=values)

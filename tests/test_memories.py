@@ -411,3 +411,18 @@ async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: 
         pool=20,
     )
     assert [h.memory.content for h in own] == ["I prefer metric units"]
+
+
+async def test_large_user_search_strategy_finds_the_same(service: Memories) -> None:
+    me = who()
+    for text in ("I prefer tea", "我对花生过敏", "I live in Berlin"):
+        await service.create(me, content=text, type="preference")
+    assert (await service.store.get_settings(me.tenant, me.user))["memory_count"] == "3"
+    vector = (await service.embedder.embed(["what do I drink?"]))[0]
+    args = (me.tenant, me.user, vector, "drink")
+    small = await service.store.recall_candidates(*args, project_id=None, task=None,
+                                                  now_ts=0.0, pool=20)
+    large = await service.store.recall_candidates(*args, project_id=None, task=None,
+                                                  now_ts=0.0, pool=20, large=True)
+    assert sorted(h.memory.id for h in small) == sorted(h.memory.id for h in large)
+    assert len(large) == 3
