@@ -55,6 +55,8 @@ def _serve(args: argparse.Namespace) -> int:
             log_level="warning",
             access_log=False,
             lifespan="on",
+            loop="uvloop",
+            http="httptools",
         )
     finally:
         if embedded is not None:
