@@ -18,6 +18,7 @@ from .clock import from_iso
 from .errors import BadRequest, NotFound, WriteRefused
 from .identity import Identity
 from .memories import Memories
+from .records import Memory
 
 
 class MemoryIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -231,10 +232,14 @@ async def list_candidates(request: Request[Any, Any, State], state: State) -> di
     return {"object": "list", "data": await state.candidates.list(_who(request))}
 
 
-@post("/v1/memory/candidates/{candidate_id:str}/confirm", status_code=201,
-      summary="Confirm a candidate (optionally edited): it becomes a memory")
-async def confirm_candidate(request: Request[Any, Any, State], state: State,
-                            candidate_id: str) -> Response[Any]:
+@post(
+    "/v1/memory/candidates/{candidate_id:str}/confirm",
+    status_code=201,
+    summary="Confirm a candidate (optionally edited): it becomes a memory",
+)
+async def confirm_candidate(
+    request: Request[Any, Any, State], state: State, candidate_id: str
+) -> Response[Any]:
     ident = _who(request)
     raw = await request.body()
     edits = msgspec.structs.asdict(_decode(raw, MemoryPatch)) if raw.strip() else {}
@@ -246,15 +251,54 @@ async def confirm_candidate(request: Request[Any, Any, State], state: State,
     return Response(body, status_code=201 if outcome.created else 200)
 
 
-@post("/v1/memory/candidates/{candidate_id:str}/reject", status_code=200,
-      summary="Reject a candidate: it is never proposed again")
-async def reject_candidate(request: Request[Any, Any, State], state: State,
-                           candidate_id: str) -> dict[str, Any]:
+@post(
+    "/v1/memory/candidates/{candidate_id:str}/reject",
+    status_code=200,
+    summary="Reject a candidate: it is never proposed again",
+)
+async def reject_candidate(
+    request: Request[Any, Any, State], state: State, candidate_id: str
+) -> dict[str, Any]:
     await state.candidates.reject(_who(request), candidate_id)
     return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
 
 
-ROUTES = [list_candidates, confirm_candidate, reject_candidate,
+@get("/v1/memory/report", summary="The first-week checks: unused, corrected, counts by type")
+async def memory_report(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
+    """Memories never injected since saved, injected but later corrected, counts by type."""
+    ident = _who(request)
+    everything = await (await _service(state)).list(ident)
+    active = [m for m in everything if m.status == "active"]
+    by_type: dict[str, int] = {}
+    for memory in active:
+        by_type[memory.type] = by_type.get(memory.type, 0) + 1
+    corrected = [m for m in everything if m.status == "superseded" and m.inject_count > 0]
+    return {
+        "object": "memory.report",
+        "active": len(active),
+        "counts_by_type": dict(sorted(by_type.items())),
+        "never_injected": [_brief(m) for m in active if m.inject_count == 0],
+        "injected_then_corrected": [
+            {**_brief(m), "superseded_by": m.superseded_by} for m in corrected
+        ],
+    }
+
+
+def _brief(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "type": memory.type,
+        "inject_count": memory.inject_count,
+        "created_at": memory.to_api()["created_at"],
+    }
+
+
+ROUTES = [
+    memory_report,
+    list_candidates,
+    confirm_candidate,
+    reject_candidate,
     create_memory,
     list_memories,
     delete_memories,

@@ -309,3 +309,18 @@ def test_redis_down_still_answers_without_memory(
     raw = me.ask("What language should you answer me in?")
     assert raw.status_code == 200 and me.injected(raw) == []
     assert raw.parse().choices[0].message.content
+
+
+def test_report_lists_unused_and_corrected_memories(gateway: Gateway) -> None:
+    me = User(gateway)
+    unused = me.remember("I prefer window seats on flights")
+    english = me.remember("回答用英文")
+    me.trace(me.ask("你应该用什么语言回答我？"))
+    chinese = me.remember("回答用中文")
+    report = httpx.get(f"{gateway.base_url}/memory/report", headers=me.headers).json()
+    assert report["object"] == "memory.report" and report["active"] == 2
+    assert report["counts_by_type"] == {"preference": 2}
+    assert [m["id"] for m in report["never_injected"]] == [chinese, unused] or [
+        m["id"] for m in report["never_injected"]] == [unused, chinese]
+    assert [(m["id"], m["superseded_by"]) for m in report["injected_then_corrected"]] == [
+        (english, chinese)]
