@@ -17,7 +17,7 @@ from . import identity as identity_mod
 from .clock import from_iso
 from .errors import BadRequest, NotFound, WriteRefused
 from .identity import Identity
-from .memories import Memories
+from .memories import Memories, WriteOutcome
 from .records import Memory
 
 
@@ -74,6 +74,14 @@ def _project(value: str | None) -> str | None:
     return value
 
 
+def _written(outcome: WriteOutcome) -> Response[Any]:
+    """201 for a new memory; 200 when an existing one was refreshed instead (dedup)."""
+    body = outcome.memory.to_api()
+    body["deduplicated"] = outcome.deduplicated
+    body["superseded"] = outcome.superseded
+    return Response(body, status_code=201 if outcome.created else 200)
+
+
 async def _service(state: State) -> Memories:
     memories: Memories = state.memories
     return memories
@@ -103,10 +111,7 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
         slot=data.slot,
         actor="admin" if ident.is_admin else "user",
     )
-    body = outcome.memory.to_api()
-    body["deduplicated"] = outcome.deduplicated
-    body["superseded"] = outcome.superseded
-    return Response(body, status_code=201 if outcome.created else 200)
+    return _written(outcome)
 
 
 @get("/v1/memories", summary="List the caller's memories")
@@ -245,10 +250,7 @@ async def confirm_candidate(
     edits = msgspec.structs.asdict(_decode(raw, MemoryPatch)) if raw.strip() else {}
     edits = {k: v for k, v in edits.items() if v is not msgspec.UNSET}
     outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
-    body = outcome.memory.to_api()
-    body["deduplicated"] = outcome.deduplicated
-    body["superseded"] = outcome.superseded
-    return Response(body, status_code=201 if outcome.created else 200)
+    return _written(outcome)
 
 
 @post(
