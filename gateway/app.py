@@ -7,14 +7,18 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import jinja2
 import structlog
 from litestar import Litestar, Request, Response, get
+from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
+from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
+from .admin import ROUTER as ADMIN_ROUTER
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
@@ -142,6 +146,14 @@ def _count_api_requests(metrics: Metrics, clock: Clock) -> Callable[[ASGIApp], A
     return factory
 
 
+def _templates() -> jinja2.Environment:
+    """Templates ship inside the package, so a wheel install finds them too."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("gateway", "templates"),
+        autoescape=True,
+    )
+
+
 def create_app(
     settings: Settings,
     *,
@@ -218,7 +230,9 @@ def create_app(
             readyz,
             metrics_endpoint,
             *MEMORY_ROUTES,
+            ADMIN_ROUTER,
         ],
+        template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(_templates())),
         lifespan=[lifespan],
         state=state,
         exception_handlers={

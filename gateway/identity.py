@@ -88,6 +88,18 @@ def resolve(
     )
 
 
+def for_admin(tenant: str, user: str, project_id: str | None = None) -> Identity:
+    """The identity the admin page acts as, with ids from its URLs checked like headers."""
+    return Identity(
+        tenant=_check(tenant, _TENANT_RE, TENANT_HEADER),
+        user=_check(user, _USER_RE, USER_HEADER),
+        project_id=_check(project_id, _PROJECT_RE, PROJECT_HEADER) if project_id else None,
+        mode="on",
+        trace_id="",
+        is_admin=True,
+    )
+
+
 def _resolve_user(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str:
     header = headers.get(USER_HEADER)
     if header is not None:

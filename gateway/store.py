@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import redis.asyncio as aredis
+from redis.commands.search import reducers
+from redis.commands.search.aggregation import AggregateRequest
 from redis.exceptions import RedisError, ResponseError
 from redisvl.index import AsyncSearchIndex
 from redisvl.query import CountQuery, FilterQuery, TextQuery, VectorQuery
@@ -26,6 +28,7 @@ from redisvl.schema import IndexSchema
 from .records import Memory
 
 KEY_ROOT = "memgate"
+RECENT_TRACES = 50
 _MAX_PAGE = 10_000
 
 
@@ -340,6 +343,36 @@ class Store:
             out[status] = int(await self.index.query(CountQuery(Tag("status") == status)))
         return out
 
+    async def owners(self, now_ts: float, limit: int = 1000) -> list[dict[str, Any]]:
+        """Tenants and users that have memories or pending candidates, with counts by status.
+
+        One FT.AGGREGATE over the index plus a SCAN of the candidate index sets: an admin
+        overview, not a request-path query.
+        """
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def row(tenant: str, user: str) -> dict[str, Any]:
+            return found.setdefault(
+                (tenant, user), {"tenant": tenant, "user": user, "statuses": {}, "pending": 0}
+            )
+
+        request = (
+            AggregateRequest("*")
+            .group_by(["@tenant", "@user", "@status"], reducers.count().alias("n"))
+            .limit(0, limit * 3)
+        )
+        result = await self.index.aggregate(request)
+        for raw in result.rows:
+            fields = dict(zip(raw[::2], raw[1::2], strict=True))
+            tenant, user = _s(fields[b"tenant"]), _s(fields[b"user"])
+            row(tenant, user)["statuses"][_s(fields[b"status"])] = int(fields[b"n"])
+        async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:candidx:*", count=1000):
+            _, _, tenant, user = _s(key).split(":", 3)
+            pending = int(await self.redis.zcount(key, f"({now_ts}", "+inf"))
+            if pending:
+                row(tenant, user)["pending"] = pending
+        return sorted(found.values(), key=lambda r: (r["tenant"], r["user"]))[:limit]
+
     async def count_pending_candidates(self, now_ts: float) -> int:
         """All users' unexpired candidates (index sets are scored by expiry time).
 
@@ -439,11 +472,26 @@ class Store:
     async def put_trace(
         self, tenant: str, user: str, trace_id: str, trace: dict[str, Any], ttl_seconds: int
     ) -> None:
-        await self.redis.set(
-            self._key("trace", tenant, user, _need(trace_id, "trace")),
-            json.dumps(trace, ensure_ascii=False),
-            ex=ttl_seconds,
-        )
+        """The trace, plus its id at the head of the user's short list of recent answers."""
+        recent = self._key("traces", tenant, user)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(
+                self._key("trace", tenant, user, _need(trace_id, "trace")),
+                json.dumps(trace, ensure_ascii=False),
+                ex=ttl_seconds,
+            )
+            pipe.lpush(recent, trace_id)
+            pipe.ltrim(recent, 0, RECENT_TRACES - 1)
+            pipe.expire(recent, ttl_seconds)
+            await pipe.execute()
+
+    async def recent_traces(self, tenant: str, user: str) -> list[dict[str, Any]]:
+        """The user's latest traces that have not expired, newest first."""
+        ids = [_s(i) for i in await self.redis.lrange(self._key("traces", tenant, user), 0, -1)]
+        if not ids:
+            return []
+        raw = await self.redis.mget([self._key("trace", tenant, user, i) for i in ids])
+        return [json.loads(r) for r in raw if r]
 
     async def get_trace(self, tenant: str, user: str, trace_id: str) -> dict[str, Any] | None:
         try:
@@ -484,6 +532,10 @@ class Store:
         """Every memgate key (tests scan them for leaked secrets)."""
         async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:*", count=1000):
             yield key
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _redact(url: str) -> str:

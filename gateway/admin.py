@@ -1,0 +1,321 @@
+"""``/admin``: a small server-rendered page for whoever holds the admin token.
+
+Signing in trades the token for an HMAC-signed, HttpOnly, SameSite=Strict cookie (the token
+itself is never stored in the browser), and every form carries a CSRF token derived from that
+cookie. The page acts through the same services as the memory API, as actor ``admin``, so the
+write gate, history and verified deletes are the same. No JavaScript and no build step:
+destructive bulk actions get a confirmation page instead of a script dialog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from litestar import Request, Response, Router, get, post
+from litestar.datastructures import Cookie, State
+from litestar.response import Redirect, Template
+
+from . import identity as identity_mod
+from .admin_text import LANGS, TEXT, pick_lang
+from .clock import from_iso, to_iso
+from .errors import BadRequest, MemgateError, Unauthorized
+from .identity import Identity
+
+SESSION_COOKIE = "memgate_admin"
+LANG_COOKIE = "memgate_lang"
+SESSION_SECONDS = 12 * 3600
+_CONFIRM = "yes"
+
+# Notices shown after a redirect (?done=<key>); the text lives in admin_text.
+_DONE = {"saved", "deleted", "deleted_project", "deleted_all", "paused", "resumed",
+         "confirmed", "rejected"}
+
+
+def _sign(token: str, message: str) -> str:
+    return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def _new_session(token: str, now: float) -> str:
+    issued = str(int(now))
+    return f"{issued}.{_sign(token, 'session:' + issued)}"
+
+
+def _session(request: Request[Any, Any, State]) -> str | None:
+    """The valid session cookie, or None (no token configured, no cookie, forged, expired)."""
+    token = request.app.state.settings.admin_token
+    value = request.cookies.get(SESSION_COOKIE, "")
+    issued, _, mac = value.partition(".")
+    if not token or not issued.isdigit():
+        return None
+    if not hmac.compare_digest(mac, _sign(token, "session:" + issued)):
+        return None
+    age = request.app.state.clock.now().timestamp() - int(issued)
+    return value if 0 <= age < SESSION_SECONDS else None
+
+
+def _csrf(request: Request[Any, Any, State], session: str) -> str:
+    return _sign(request.app.state.settings.admin_token, "csrf:" + session)
+
+
+def _lang(request: Request[Any, Any, State]) -> str:
+    asked = request.query_params.get("lang")
+    if asked in LANGS:
+        return str(asked)
+    return pick_lang(request.cookies.get(LANG_COOKIE), request.headers.get("accept-language"))
+
+
+def _page(request: Request[Any, Any, State], name: str, status: int = 200,
+          **context: Any) -> Template:
+    lang = _lang(request)
+    session = _session(request)
+    template = Template(
+        template_name=f"admin/{name}.html",
+        context={
+            "t": TEXT[lang],
+            "lang": lang,
+            "path": request.url.path,
+            "signed_in": session is not None,
+            "csrf": _csrf(request, session) if session else "",
+            "fmt": _fmt,
+            **context,
+        },
+        status_code=status,
+        media_type="text/html",
+    )
+    if request.query_params.get("lang") in LANGS:
+        template.cookies.append(Cookie(key=LANG_COOKIE, value=lang, path="/admin",
+                                       samesite="strict", max_age=365 * 86400))
+    return template
+
+
+def _fmt(value: Any) -> str:
+    """Dates as YYYY-MM-DD HH:MM UTC: readable, still unambiguous."""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, str) and len(value) >= 16 and value[4] == "-" and "T" in value:
+        return value[:16].replace("T", " ")
+    return "" if value is None else str(value)
+
+
+def _user_url(ident: Identity, done: str | None = None) -> str:
+    url = f"/admin/users/{quote(ident.tenant)}/{quote(ident.user)}"
+    return f"{url}?done={done}" if done else url
+
+
+async def _form(request: Request[Any, Any, State]) -> dict[str, str]:
+    """The posted form, after checking the session and its CSRF token."""
+    session = _session(request)
+    if session is None:
+        raise Unauthorized("Sign in to the admin page again.", code="admin_signed_out")
+    form = await request.form()
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    if not hmac.compare_digest(values.get("csrf", ""), _csrf(request, session)):
+        raise BadRequest("The form expired; reload the page and try again.", code="csrf")
+    return values
+
+
+def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, MemgateError)
+    if isinstance(exc, Unauthorized):
+        return Redirect("/admin", status_code=303)
+    back = urlsplit(request.headers.get("referer", "")).path
+    return _page(request, "error", status=exc.status_code, message=exc.message,
+                 back=back if back.startswith("/admin") else "/admin")
+
+
+# -- sign in ---------------------------------------------------------------------------------
+
+
+@get("/")
+async def home(request: Request[Any, Any, State], state: State,
+               tenant: str | None = None) -> Template:
+    if _session(request) is None:
+        return _page(request, "login", configured=bool(state.settings.admin_token))
+    owners = await state.store.owners(state.clock.now().timestamp())
+    if tenant:
+        owners = [o for o in owners if o["tenant"] == tenant]
+    return _page(request, "home", owners=owners, tenant=tenant or "")
+
+
+@post("/login", status_code=303)
+async def login(request: Request[Any, Any, State], state: State) -> Response[Any]:
+    token = state.settings.admin_token
+    given = (await request.form()).get("token", "")
+    if not token or not isinstance(given, str) or not hmac.compare_digest(given, token):
+        return _page(request, "login", status=401, configured=bool(token), failed=True)
+    value = _new_session(token, state.clock.now().timestamp())
+    return Redirect("/admin", status_code=303, cookies=[
+        Cookie(key=SESSION_COOKIE, value=value, path="/admin", httponly=True,
+               samesite="strict", max_age=SESSION_SECONDS,
+               secure=request.url.scheme == "https"),
+    ])
+
+
+@post("/logout", status_code=303)
+async def logout(request: Request[Any, Any, State]) -> Response[Any]:
+    await _form(request)
+    return Redirect("/admin", status_code=303, cookies=[
+        Cookie(key=SESSION_COOKIE, value="", path="/admin", max_age=0, httponly=True,
+               samesite="strict"),
+    ])
+
+
+# -- one user --------------------------------------------------------------------------------
+
+_USER = "/users/{tenant:str}/{user:str}"
+
+
+def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
+    if _session(request) is None:
+        raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
+    return identity_mod.for_admin(tenant, user)
+
+
+@get(_USER)
+async def user_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
+                    status: str | None = None, project_id: str | None = None,
+                    done: str | None = None) -> Template:
+    ident = _signed_in_as(request, tenant, user)
+    everything = await state.memories.list(ident)
+    shown = [m for m in everything
+             if (not status or m.status == status)
+             and (not project_id or m.project_id == project_id)]
+    settings = await state.store.get_settings(ident.tenant, ident.user)
+    return _page(
+        request, "user", ident=ident, memories=shown, total=len(everything),
+        projects=sorted({m.project_id for m in everything if m.project_id}),
+        statuses=sorted({m.status for m in everything}),
+        status=status or "", project_id=project_id or "",
+        candidates=await state.candidates.list(ident),
+        paused=settings.get("recall_paused") == "true",
+        traces=await state.store.recent_traces(ident.tenant, ident.user),
+        types=sorted(state.policy.types), done=done if done in _DONE else None,
+        now=to_iso(state.clock.now()),
+    )
+
+
+@get(_USER + "/memories/{memory_id:str}")
+async def memory_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
+                      memory_id: str) -> Template:
+    ident = _signed_in_as(request, tenant, user)
+    memory = await state.memories.get(ident, memory_id)
+    history = await state.store.history(ident.tenant, ident.user, memory_id)
+    return _page(request, "memory", ident=ident, m=memory, history=history,
+                 types=sorted(state.policy.types))
+
+
+@get(_USER + "/traces/{trace_id:str}")
+async def trace_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
+                     trace_id: str) -> Template:
+    ident = _signed_in_as(request, tenant, user)
+    trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
+    if trace is None:
+        return _page(request, "error", status=404, back=_user_url(ident),
+                     message=TEXT[_lang(request)]["trace_gone"])
+    contents: dict[str, str] = {}
+    for cand in trace.get("candidates") or []:
+        memory = await state.store.get_memory(ident.tenant, ident.user, cand["id"])
+        contents[cand["id"]] = memory.content if memory else ""
+    return _page(request, "trace", ident=ident, trace=trace, contents=contents)
+
+
+@post(_USER + "/memories/{memory_id:str}/edit", status_code=303)
+async def edit_memory(request: Request[Any, Any, State], state: State, tenant: str, user: str,
+                      memory_id: str) -> Response[Any]:
+    ident = _signed_in_as(request, tenant, user)
+    form = await _form(request)
+    memory = await state.memories.get(ident, memory_id)
+    changes: dict[str, Any] = {}
+    if form.get("content", "").strip() and form["content"].strip() != memory.content:
+        changes["content"] = form["content"].strip()
+    if form.get("type") and form["type"] != memory.type:
+        changes["type"] = form["type"]
+    if "expires_on" in form:
+        changes.update(_expiry_change(form["expires_on"], memory.expires_at))
+    if changes:
+        await state.memories.update(ident, memory_id, changes, actor="admin")
+    return Redirect(_user_url(ident, "saved"), status_code=303)
+
+
+def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
+    """A date input: empty clears the expiry, a day means the end of that day (UTC)."""
+    shown = current.strftime("%Y-%m-%d") if current else ""
+    if day == shown:
+        return {}
+    if not day:
+        return {"expires_at": None}
+    try:
+        when = from_iso(f"{day}T23:59:59Z")
+    except ValueError:
+        raise BadRequest("The expiry must be a date (YYYY-MM-DD).", param="expires_on") from None
+    return {"expires_at": to_iso(when)}
+
+
+@post(_USER + "/memories/{memory_id:str}/delete", status_code=303)
+async def delete_memory(request: Request[Any, Any, State], state: State, tenant: str,
+                        user: str, memory_id: str) -> Response[Any]:
+    ident = _signed_in_as(request, tenant, user)
+    await _form(request)
+    await state.memories.delete(ident, memory_id, actor="admin")
+    return Redirect(_user_url(ident, "deleted"), status_code=303)
+
+
+@post(_USER + "/delete", status_code=303)
+async def delete_many(request: Request[Any, Any, State], state: State, tenant: str,
+                      user: str) -> Response[Any]:
+    """Delete a project's memories, or all of them: the first post asks for confirmation."""
+    ident = _signed_in_as(request, tenant, user)
+    form = await _form(request)
+    everything = form.get("all") == "true"
+    project = None if everything else form.get("project_id", "")
+    if project is not None:
+        identity_mod.check_project_id(project, param="project_id")
+    if form.get("confirm") != _CONFIRM:
+        affected = await state.memories.list(ident, project_id=project)
+        return _page(request, "confirm", status=200, ident=ident, project_id=project,
+                     everything=everything, count=len(affected))
+    await state.memories.delete_where(ident, project_id=project, everything=everything)
+    return Redirect(_user_url(ident, "deleted_all" if everything else "deleted_project"),
+                    status_code=303)
+
+
+@post(_USER + "/recall", status_code=303)
+async def set_recall(request: Request[Any, Any, State], state: State, tenant: str,
+                     user: str) -> Response[Any]:
+    ident = _signed_in_as(request, tenant, user)
+    paused = (await _form(request)).get("paused") == "true"
+    await state.store.set_settings(ident.tenant, ident.user,
+                                   {"recall_paused": "true" if paused else "false"})
+    return Redirect(_user_url(ident, "paused" if paused else "resumed"), status_code=303)
+
+
+@post(_USER + "/candidates/{candidate_id:str}/confirm", status_code=303)
+async def confirm_candidate(request: Request[Any, Any, State], state: State, tenant: str,
+                            user: str, candidate_id: str) -> Response[Any]:
+    ident = _signed_in_as(request, tenant, user)
+    form = await _form(request)
+    edits = {k: form[k].strip() for k in ("content", "type") if form.get(k, "").strip()}
+    await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
+    return Redirect(_user_url(ident, "confirmed"), status_code=303)
+
+
+@post(_USER + "/candidates/{candidate_id:str}/reject", status_code=303)
+async def reject_candidate(request: Request[Any, Any, State], state: State, tenant: str,
+                           user: str, candidate_id: str) -> Response[Any]:
+    ident = _signed_in_as(request, tenant, user)
+    await _form(request)
+    await state.candidates.reject(ident, candidate_id)
+    return Redirect(_user_url(ident, "rejected"), status_code=303)
+
+
+ROUTER = Router(
+    path="/admin",
+    route_handlers=[home, login, logout, user_page, memory_page, trace_page, edit_memory,
+                    delete_memory, delete_many, set_recall, confirm_candidate, reject_candidate],
+    exception_handlers={MemgateError: _memgate_error},
+    include_in_schema=False,
+)
