@@ -24,6 +24,7 @@ from .clock import Clock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
+from .extract_llm import make_extractor
 from .memories import Memories
 from .memory_api import ROUTES as MEMORY_ROUTES
 from .metrics import Metrics
@@ -184,7 +185,8 @@ def create_app(
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
-            queue = CandidateQueue(store, the_policy, the_clock, metrics=metrics)
+            queue = CandidateQueue(store, the_policy, the_clock, metrics=metrics,
+                                   extractor=make_extractor(settings, upstream, metrics=metrics))
             await queue.ensure_group()
             app.state.candidates = queue
             flow = memory or MemoryFlow(

@@ -35,7 +35,7 @@ from .errors import NotFound, WriteRefused
 from .identity import Identity
 from .memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutcome
 from .metrics import Metrics
-from .mine import Proposal, extract, latest_user_text, mining_key, screen
+from .mine import Extractor, Proposal, extract_rules, latest_user_text, mining_key, screen
 from .policy import Policy
 from .records import Memory, content_key
 from .sensitivity import redact
@@ -70,7 +70,7 @@ class CandidateQueue:
     def __init__(self, store: Store, policy: Policy, clock: Clock, *,
                  metrics: Metrics | None = None, stream: str = STREAM, group: str = GROUP,
                  consumer: str | None = None, claim_idle_ms: int = 60_000,
-                 trace_ttl_days: int | None = None) -> None:
+                 trace_ttl_days: int | None = None, extractor: Extractor | None = None) -> None:
         self.store = store
         self.redis = store.redis
         self.policy = policy
@@ -83,6 +83,8 @@ class CandidateQueue:
         self.claim_idle_ms = claim_idle_ms
         self.ttl_seconds = policy.candidates.ttl_days * 86400
         self.trace_ttl = (trace_ttl_days or policy.recall.trace_ttl_days) * 86400
+        # Chosen once at start-up (MEMGATE_EXTRACTOR): the rule table unless told otherwise.
+        self.extractor: Extractor = extractor or extract_rules
         self._group_ready = False
 
     # -- keys ------------------------------------------------------------------------------
@@ -363,9 +365,9 @@ class CandidateQueue:
         ident = Identity(tenant=job["tenant"], user=job["user"], project_id=job.get("project_id"),
                          mode="on", trace_id=job.get("trace_id") or "", task=job.get("task"))
         now = self.clock.now()
-        result = extract([{"role": "user", "content": job.get("text") or ""}],
-                         project_id=ident.project_id, policy=self.policy,
-                         injected_keys=job.get("injected") or (), now=now)
+        result = await self.extractor(job.get("text") or "", project_id=ident.project_id,
+                                      task=ident.task, injected_keys=job.get("injected") or (),
+                                      policy=self.policy, now=now)
         outcomes = list(result.refused)
         for proposal in result.proposals:
             corrects = None

@@ -15,6 +15,10 @@ from platformdirs import user_data_dir
 
 ENV_PREFIX = "MEMGATE_"
 
+# Settings whose value must be one of a few words: a typo stops start-up instead of silently
+# running with something else.
+CHOICES: dict[str, tuple[str, ...]] = {"extractor": ("rules", "llm")}
+
 
 def _default_data_dir() -> str:
     return user_data_dir("memgate", appauthor=False)
@@ -48,6 +52,11 @@ class Settings:
     """Longest gap, in seconds, allowed between two chunks of a streamed response."""
     metrics_sample_seconds: float = 15.0
     """How often gauges sampled from Redis (memories by status, pending candidates) refresh."""
+    extractor: str = "rules"
+    """How mining finds candidates: ``rules`` (offline bilingual rules) or ``llm`` (the upstream
+    answers a JSON-schema request; every candidate still passes the write gate)."""
+    extractor_model: str = "gpt-4o-mini"
+    """Model the LLM extractor asks when ``extractor=llm``."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -70,7 +79,20 @@ def env_var_names() -> list[str]:
     return [ENV_PREFIX + f.name.upper() for f in fields(Settings)]
 
 
+def check_choice(name: str, value: str) -> str:
+    """``value`` when it is one of ``CHOICES[name]``, else a start-up error naming the variable."""
+    allowed = CHOICES[name]
+    if value not in allowed:
+        raise SystemExit(
+            f"memgate: bad value for {ENV_PREFIX}{name.upper()}: {value!r} "
+            f"(use {' or '.join(repr(a) for a in allowed)})"
+        )
+    return value
+
+
 def _coerce(name: str, type_name: Any, raw: str) -> Any:
+    if name in CHOICES:
+        return check_choice(name, raw.strip().lower())
     text = str(type_name)
     try:
         if text.startswith("float"):

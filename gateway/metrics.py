@@ -62,6 +62,8 @@ CANDIDATE_DECISIONS = ("confirmed", "rejected", "edited")
 MEMORY_STATUSES = ("active", "superseded", "archived")
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "stream_cut", "http_4xx", "http_5xx")
 BACKEND_COMPONENTS = ("redis", "embedder", "miner")
+# Why a job the LLM extractor could not handle was mined with the rules instead.
+EXTRACTOR_FALLBACK_REASONS = ("unauthorized", "upstream_error", "malformed")
 
 # --- buckets --------------------------------------------------------------------------------
 
@@ -219,6 +221,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.extractor_fallbacks = Counter(
+            p + "extractor_fallbacks_total",
+            "Mining jobs the LLM extractor could not handle (mined by the rules), by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.candidate_decisions = Counter(
             p + "candidate_decisions_total",
             "Decisions on queued memory candidates, by decision.",
@@ -278,6 +286,8 @@ class Metrics:
             self.candidates.labels(outcome=outcome)
         for decision in CANDIDATE_DECISIONS:
             self.candidate_decisions.labels(decision=decision)
+        for reason in EXTRACTOR_FALLBACK_REASONS:
+            self.extractor_fallbacks.labels(reason=reason)
         for status in MEMORY_STATUSES:
             self.memories.labels(status=status).set(0)
         for kind in UPSTREAM_ERROR_KINDS:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .classify import is_one_time, normalize
 from .gate import Draft, check_write
@@ -25,9 +25,12 @@ from .records import content_key
 
 __all__ = [
     "RULES",
+    "Extractor",
     "MineResult",
     "Proposal",
     "extract",
+    "extract_rules",
+    "horizon_of",
     "latest_user_text",
     "mining_key",
     "screen",
@@ -303,6 +306,12 @@ def screen(proposal: Proposal, policy: Policy, now: datetime | None = None, *,
     return screened, None
 
 
+def horizon_of(content: str) -> str | None:
+    """When a goal or plan is due, as the user said it ("next week", "下周"), else None."""
+    m = _HORIZON.search(normalize(content))
+    return m.group().strip() if m else None
+
+
 def extract(
     messages: Sequence[dict[str, Any]],
     *,
@@ -357,10 +366,7 @@ def extract(
                 scope, project = "project", project_id
             else:
                 type_ = "profile"  # no project to attach it to: a plain global fact
-        horizon = None
-        if type_ in ("goal", "plan"):
-            m = _HORIZON.search(normalize(content))
-            horizon = m.group().strip() if m else None
+        horizon = horizon_of(content) if type_ in ("goal", "plan") else None
         proposal = Proposal(content=content, type=type_, scope=scope, project_id=project,
                             is_correction=is_correction, horizon=horizon, evidence=body,
                             rule=rule)
@@ -375,3 +381,21 @@ def extract(
         seen.add(key)
         result.proposals.append(screened)
     return result
+
+
+class Extractor(Protocol):
+    """What the mining worker calls with one job: the latest user message (already redacted)
+    in, gate-screened proposals and counted refusals out. ``injected_keys`` are the
+    ``mining_key``s of the memories injected into that request: never proposed again."""
+
+    async def __call__(self, text: str, *, project_id: str | None, task: str | None,
+                       injected_keys: Collection[str], policy: Policy,
+                       now: datetime) -> MineResult: ...
+
+
+async def extract_rules(text: str, *, project_id: str | None, task: str | None,
+                        injected_keys: Collection[str], policy: Policy,
+                        now: datetime) -> MineResult:
+    """The default extractor: the bilingual rule table (``extract``), offline and cheap."""
+    return extract([{"role": "user", "content": text}], project_id=project_id, policy=policy,
+                   injected_keys=injected_keys, now=now)

@@ -28,6 +28,7 @@ EXPECTED = {
     "memgate_corrections": ("counter", set()),
     "memgate_candidates": ("counter", {"outcome"}),
     "memgate_candidate_decisions": ("counter", {"decision"}),
+    "memgate_extractor_fallbacks": ("counter", {"reason"}),
     "memgate_pending_candidates": ("gauge", set()),
     "memgate_memories": ("gauge", {"status"}),
     "memgate_upstream_errors": ("counter", {"kind"}),
@@ -51,6 +52,7 @@ ATTRIBUTES = {
     "corrections": "memgate_corrections",
     "candidates": "memgate_candidates",
     "candidate_decisions": "memgate_candidate_decisions",
+    "extractor_fallbacks": "memgate_extractor_fallbacks",
     "pending_candidates": "memgate_pending_candidates",
     "memories": "memgate_memories",
     "upstream_errors": "memgate_upstream_errors",
@@ -149,6 +151,9 @@ def test_label_values_are_bounded_and_preinitialised(metrics: Metrics) -> None:
     assert label_values("memgate_candidate_decisions_total", "decision") == {
         "confirmed", "rejected", "edited",
     }  # fmt: skip
+    assert label_values("memgate_extractor_fallbacks_total", "reason") == {
+        "unauthorized", "upstream_error", "malformed",
+    }  # fmt: skip
     assert label_values("memgate_memories", "status") == {"active", "superseded", "archived"}
     assert label_values("memgate_upstream_errors_total", "kind") == {
         "connect", "timeout", "stream_cut", "http_4xx", "http_5xx",
@@ -172,6 +177,7 @@ def test_label_values_are_bounded_and_preinitialised(metrics: Metrics) -> None:
         "memgate_recall_dropped_total",
         "memgate_candidates_total",
         "memgate_candidate_decisions_total",
+        "memgate_extractor_fallbacks_total",
         "memgate_upstream_errors_total",
         "memgate_backend_errors_total",
         "memgate_memories",

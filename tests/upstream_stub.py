@@ -4,6 +4,10 @@ Behaviour is chosen by the request's ``model`` so a test can script faults per c
 ``error-500``, ``error-429``, ``slow`` (sleeps ``slow_seconds``), ``cut-stream`` (drops the
 connection mid-stream), ``stall-stream`` (goes quiet mid-stream), ``gated-stream`` (waits for
 ``gate`` before finishing), ``hold-stream`` (streams until the client goes away).
+
+A request for memgate's LLM extractor (``response_format`` is the ``memory_candidates`` JSON
+schema) is answered with ``extract_reply`` as the message content (the test decides the
+candidates, or a malformed reply) and ``extract_status`` as the status.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class StubState:
     gate_released_in_time: bool | None = None
     disconnect_seen: threading.Event = field(default_factory=threading.Event)
     reply_text: str = "Hello from the stub."
+    extract_reply: str = '{"candidates": []}'
+    extract_status: int = 200
 
     def reset(self) -> None:
         self.requests.clear()
@@ -47,12 +53,29 @@ class StubState:
         self.disconnect_seen.clear()
         self.chunk_delay = 0.0
         self.reply_text = "Hello from the stub."
+        self.extract_reply = '{"candidates": []}'
+        self.extract_status = 200
+
+    def extractions(self) -> list[Recorded]:
+        """The LLM extractor's calls, in order."""
+        return [rec for rec in self.requests if _is_extraction(rec)]
 
     def last(self, path_suffix: str = "") -> Recorded:
         for rec in reversed(self.requests):
             if rec.path.endswith(path_suffix):
                 return rec
         raise AssertionError(f"no request to *{path_suffix} recorded")
+
+
+def _is_extraction(rec: Recorded) -> bool:
+    if not rec.path.endswith("/chat/completions"):
+        return False
+    try:
+        fmt = json.loads(rec.body).get("response_format") or {}
+    except ValueError:
+        return False
+    return bool(fmt.get("type") == "json_schema"
+                and (fmt.get("json_schema") or {}).get("name") == "memory_candidates")
 
 
 def _completion(model: str, text: str) -> dict[str, Any]:
@@ -187,6 +210,14 @@ class UpstreamStub:
         data = rec.json()
         model = data.get("model", "")
         st = self.state
+        if _is_extraction(rec):
+            if st.extract_status != 200:
+                await _json(send, st.extract_status, {"error": {
+                    "message": "stub extraction error", "type": "server_error", "param": None,
+                    "code": None}})
+                return
+            await _json(send, 200, _completion(model, st.extract_reply))
+            return
         if model == "error-500":
             await _json(
                 send,
