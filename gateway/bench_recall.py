@@ -1266,10 +1266,11 @@ async def _evaluate(
     pool: int,
     owner: Callable[[Question], str],
     gold_of: Callable[[Question], set[str]],
+    k2: int | None = None,
 ) -> tuple[Scores, list[Method]]:
     """Rank the store's candidates for every question under every method."""
     ranked_by = methods(policy)
-    scores = Scores(k, 2 * k)
+    scores = Scores(k, k2 or 2 * k)
     vectors = embedder.embed_sync([q.text for q in questions])
     now_ts = time.time()
     for q, vector in zip(questions, vectors, strict=True):
@@ -1354,11 +1355,11 @@ async def _prefeval(
     questions = [
         Question("prefeval", question, 0, {f"p{i}"}) for i, (_, _, question) in enumerate(rows)
     ]
+    # PrefEval reports Recall@1 and @5: the k / k2 slots.
     scores, used = await _evaluate(
-        store, embedder, policy, questions, 1, 50, owner=lambda q: q.user, gold_of=lambda q: q.gold
+        store, embedder, policy, questions, 1, 50, owner=lambda q: q.user,
+        gold_of=lambda q: q.gold, k2=5,
     )
-    # PrefEval reports Recall@1 and @5: reuse the k / k2 slots.
-    scores.k, scores.k2 = 1, 5
     return PrefEval(scores, used, len(rows), len({t for t, _, _ in rows}))
 
 
@@ -1463,9 +1464,10 @@ def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str
         "  'BM25/max' rows divide BM25 by the query's best BM25 score instead of "
         "bm25/(bm25+c), "
         "and RRF fuses ranks: neither is what the recaller does; they are there to compare",
-        f"  the last row is Recaller.recall itself (policy pool, threshold "
-        f"{policy.recall.relevance_threshold:g}, token budget): is an evidence turn injected? "
-        "(the same figure in both tables)",
+        f"  the last row is Recaller.recall itself (policy pool, relevance bar: similarity "
+        f">= {policy.recall.relevance.similarity:g} or keywords >= "
+        f"{policy.recall.relevance.keywords:g}, at most {policy.recall.max_memories}, token "
+        "budget): is an evidence turn injected? (the same figure in both tables)",
         "",
         _score_table(
             s, names, sorted(s.n), False, f"Evidence recall@{s.k} (any gold turn in the top {s.k}):"

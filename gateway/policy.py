@@ -44,6 +44,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RecallSpec",
+    "RelevanceSpec",
     "RuleSpec",
     "SensitivitySpec",
     "SlotSpec",
@@ -260,10 +261,18 @@ class FusionWeights(_Model):
     text: Fraction
 
 
+class RelevanceSpec(_Model):
+    """Whether a memory is relevant at all; the weights only order the relevant ones."""
+
+    similarity: Fraction
+    keywords: Fraction
+    keywords_min_similarity: Fraction
+
+
 class RecallSpec(_Model):
     max_memories: PositiveInt
     token_budget: PositiveInt
-    relevance_threshold: Fraction
+    relevance: RelevanceSpec
     weights: FusionWeights
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
     candidate_pool: PositiveInt

@@ -44,6 +44,7 @@ class Candidate:
     vector: float
     text: float
     fused: float
+    text_norm: float = 0.0
     decision: str = "dropped"
     reason: str | None = None
 
@@ -151,13 +152,13 @@ class Recaller:
         return result
 
     def _score(self, hit: Hit) -> Candidate:
+        # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
+        # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
         weights = self.policy.recall.weights
-        # BM25 s maps to s / (s + c): bounded like cosine, and query-independent, so the
-        # relevance threshold keeps its meaning (c is recall.text_saturation in the policy).
         c = self.policy.recall.text_saturation
         text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
         fused = weights.vector * max(hit.vector, 0.0) + weights.text * text_norm
-        return Candidate(hit.memory, hit.vector, hit.text, fused)
+        return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
 
     async def _check(
         self, result: RecallResult, ident: Identity, now: datetime, paused: bool
@@ -184,11 +185,24 @@ class Recaller:
             return "scope"
         if not self.policy.has_source(m.source) or not self.policy.source(m.source).recall:
             return "source"
-        if cand.fused < self.policy.recall.relevance_threshold:
+        if not self._relevant(cand):
             return "threshold"
         if m.status != "active" or m.superseded_by:
             return "superseded"
         return None
+
+    def _relevant(self, cand: Candidate) -> bool:
+        """Related in meaning, or a strong keyword match whose meaning is not unrelated.
+
+        Decided apart from the ranking weights: keywords may dominate the order among
+        relevant memories (they find names and details best) while a shared incidental
+        word alone never makes a memory relevant, and a memory in another language (no
+        shared words) is judged on its meaning.
+        """
+        bar = self.policy.recall.relevance
+        if cand.vector >= bar.similarity:
+            return True
+        return cand.text_norm >= bar.keywords and cand.vector >= bar.keywords_min_similarity
 
     async def _resolve_conflicts(self, alive: list[Candidate], ident: Identity) -> int:
         """Two live memories about the same subject: the more recently confirmed one wins."""

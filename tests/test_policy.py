@@ -76,7 +76,9 @@ def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
 
     recall = policy.recall
     assert (recall.max_memories, recall.token_budget, recall.trace_ttl_days) == (3, 400, 7)
-    assert recall.weights.vector > recall.weights.text
+    # Relevance stands on meaning; a keyword match needs a meaning that is not unrelated.
+    bar = recall.relevance
+    assert 0 < bar.keywords_min_similarity < bar.similarity < 1 and 0 < bar.keywords < 1
     assert recall.candidate_pool >= recall.max_memories
     assert policy.dedup.similarity > policy.conflict.similarity
     assert policy.archive.retention_days > 0 and policy.candidates.ttl_days > 0
@@ -304,7 +306,7 @@ def test_high_sensitivity_can_never_be_stored(tmp_path: Path) -> None:
 
 
 def test_fusion_weights_add_up(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "    text: 0.25", "    text: 0.5")
+    path, line = variant(tmp_path, "    text: 0.75", "    text: 0.5")
     assert f"{path}:{line - 2}: recall.weights: vector and text weights must add up to 1" in (
         error_of(path)
     )
@@ -332,7 +334,7 @@ def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  token_budget: 400", "  token_budget: [400")
+    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: [3 ")
     message = error_of(path)
     assert re.match(rf"{re.escape(str(path))}:(\d+): invalid YAML", message)
     # libyaml notices the unclosed bracket where the next key starts.
