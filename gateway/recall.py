@@ -22,6 +22,7 @@ from .embed import Embedder
 from .identity import Identity
 from .policy import Policy
 from .records import Memory
+from .sensitivity import redact
 from .store import Hit, Store
 from .textsearch import search_text
 
@@ -115,10 +116,13 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
+        # A secret the user typed means nothing to recall, and a query is a Redis command
+        # (which Redis's slow log may keep): it is cut out before the query is built.
+        text = redact(text[:2000], self.policy, "high", replacement=" ")
         # The user's settings are read while the query is embedded (off the event loop).
         settings_read = asyncio.ensure_future(self.store.get_settings(ident.tenant, ident.user))
         try:
-            vector = (await self.embedder.embed([text[:2000]]))[0]
+            vector = (await self.embedder.embed([text]))[0]
         except BaseException:
             settings_read.cancel()
             raise
@@ -129,7 +133,7 @@ class Recaller:
             ident.tenant,
             ident.user,
             vector,
-            search_text(text[:2000]),
+            search_text(text),
             project_id=ident.project_id,
             task=ident.task,
             now_ts=now.timestamp(),

@@ -441,8 +441,11 @@ def scan(text: str, policy: Policy) -> Scan:
     return Scan(level=level, findings=findings)
 
 
-def redact(text: str, policy: Policy, min_level: str = "high") -> str:
-    """Replace everything at or above ``min_level`` with ``[REDACTED:<kind>]``."""
+def redact(
+    text: str, policy: Policy, min_level: str = "high", replacement: str | None = None
+) -> str:
+    """Replace everything at or above ``min_level`` with ``[REDACTED:<kind>]`` (or with
+    ``replacement``: a search query wants the secret gone, not a word naming it)."""
     if min_level not in LEVELS:
         raise ValueError(f"unknown sensitivity level {min_level!r}")
     hits = [f for f in scan(text, policy).findings if level_at_least(f.level, min_level)]
@@ -462,7 +465,7 @@ def redact(text: str, policy: Policy, min_level: str = "high") -> str:
     pos = 0
     for start, end, label in merged:
         out.append(text[pos:start])
-        out.append(f"[REDACTED:{label.kind}]")
+        out.append(f"[REDACTED:{label.kind}]" if replacement is None else replacement)
         pos = end
     out.append(text[pos:])
     return "".join(out)

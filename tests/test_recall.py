@@ -331,3 +331,13 @@ def test_memory_api_is_on_the_openapi_page(gateway: Gateway) -> None:
     for path in ("/v1/memories", "/v1/memories/{memory_id}", "/v1/memory/candidates",
                  "/v1/memory/traces/{trace_id}", "/v1/memory/report"):
         assert path in spec["paths"], path
+
+
+def test_a_shared_word_alone_does_not_make_a_memory_relevant(gateway: Gateway) -> None:
+    me = User(gateway)
+    mid = me.remember("I use dark mode in every editor")
+    raw = me.ask("How do I use pandas groupby with two columns?")
+    assert me.injected(raw) == []
+    [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == mid]
+    assert cand["scores"]["text"] > 0  # the keyword search did find it ...
+    assert (cand["decision"], cand["reason"]) == ("dropped", "threshold")  # ... not relevant
