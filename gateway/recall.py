@@ -119,27 +119,30 @@ class Recaller:
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
-        # The user's settings are read while the query is embedded (off the event loop).
-        settings_read = asyncio.ensure_future(self.store.get_settings(ident.tenant, ident.user))
-        try:
-            vector = (await self.embedder.embed([text]))[0]
-        except BaseException:
-            settings_read.cancel()
-            raise
-        t_embed = clock.monotonic()
         now = clock.now()
-        settings = await settings_read
-        hits = await self.store.recall_candidates(
+        store, pool = self.store, self.policy.recall.candidate_pool
+        expr = store.recall_filter(
             ident.tenant,
             ident.user,
-            vector,
-            search_text(text),
             project_id=ident.project_id,
             task=ident.task,
             now_ts=now.timestamp(),
-            pool=self.policy.recall.candidate_pool,
-            large=int(settings.get("memory_count") or 0) > LARGE_USER,
         )
+        # Redis reads the settings and runs the keyword search while the query is embedded
+        # (off the event loop); only the vector search has to wait for the embedding.
+        settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
+        text_search = asyncio.ensure_future(store.text_hits(expr, search_text(text), pool))
+        try:
+            vector = (await self.embedder.embed([text]))[0]
+            t_embed = clock.monotonic()
+            settings = await settings_read
+            large = int(settings.get("memory_count") or 0) > LARGE_USER
+            by_vector = await store.vector_hits(expr, vector, pool, large=large)
+            hits = await store.load_hits(by_vector, await text_search)
+        except BaseException:
+            settings_read.cancel()
+            text_search.cancel()
+            raise
         t_search = clock.monotonic()
         result.candidates = [self._score(hit) for hit in hits]
         result.candidates.sort(key=lambda c: c.fused, reverse=True)

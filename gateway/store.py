@@ -386,6 +386,80 @@ class Store:
 
     # -- recall ----------------------------------------------------------------------------
 
+    def recall_filter(
+        self, tenant: str, user: str, *, project_id: str | None, task: str | None, now_ts: float
+    ) -> FilterExpression:
+        """The caller's active, unexpired, in-scope memories: both searches use it."""
+        scope = Tag("scope") == "global"
+        if project_id:
+            scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
+        if task:
+            scope = scope | (Tag("scope") == f"task:{task}")
+        return (
+            owner_filter(tenant, user)
+            & (Tag("status") == "active")
+            & scope
+            & (Num("expires_ts") > now_ts)
+        )
+
+    async def text_hits(
+        self, expr: FilterExpression, query_text: str, pool: int
+    ) -> dict[str, float]:
+        """BM25 over the filtered memories: document key -> score (no fields loaded)."""
+        if not query_text:
+            return {}
+        query = TextQuery(
+            text=query_text,
+            text_field_name="search_text",
+            filter_expression=expr,
+            return_fields=["id"],
+            num_results=pool,
+            stopwords=None,
+        )
+        return {row["id"]: float(row.get("score") or 0.0) for row in await self.index.query(query)}
+
+    async def vector_hits(
+        self, expr: FilterExpression, vector: np.ndarray, pool: int, *, large: bool = False
+    ) -> dict[str, float]:
+        """KNN over the filtered memories: document key -> cosine similarity."""
+        query = VectorQuery(
+            vector=np.asarray(vector, np.float32).tobytes(),
+            vector_field_name="embedding",
+            return_fields=["id"],
+            filter_expression=expr,
+            num_results=pool,
+            # For a user with many memories, walking the HNSW graph in batches beats the
+            # planner's default brute force over every memory that passes the filter.
+            hybrid_policy="BATCHES" if large else None,
+        )
+        rows = await self.index.query(query)
+        return {row["id"]: 1.0 - float(row["vector_distance"]) for row in rows}
+
+    async def load_hits(
+        self, vector: dict[str, float], text: dict[str, float]
+    ) -> list[Hit]:
+        """The union of both searches' keys, read in one pipelined round trip.
+
+        The searches return keys only: loading fields inside FT.SEARCH (twice, for
+        overlapping results) cost more than one HMGET per distinct key. A memory deleted in
+        between is simply gone.
+        """
+        keys = list(dict.fromkeys([*vector, *text]))
+        if not keys:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hmget(key, _RECALL_FIELDS)
+            rows = await pipe.execute()
+        hits: list[Hit] = []
+        for key, values in zip(keys, rows, strict=True):
+            raw = {f: v for f, v in zip(_RECALL_FIELDS, values, strict=True) if v is not None}
+            if "content" not in raw:
+                continue
+            raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
+            hits.append(Hit(Memory.from_hash(raw), vector.get(key, 0.0), text.get(key, 0.0)))
+        return hits
+
     async def recall_candidates(
         self,
         tenant: str,
@@ -399,57 +473,17 @@ class Store:
         pool: int,
         large: bool = False,
     ) -> list[Hit]:
-        """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope memories.
+        """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope
+        memories, with the same filter, inside Redis; the caller fuses their scores.
 
-        Both run with the same filter, inside Redis; the caller fuses their scores.
+        (The recaller runs the same three steps itself, to overlap BM25 with embedding.)
         """
-        scope = Tag("scope") == "global"
-        if project_id:
-            scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
-        if task:
-            scope = scope | (Tag("scope") == f"task:{task}")
-        expr = (
-            owner_filter(tenant, user)
-            & (Tag("status") == "active")
-            & scope
-            & (Num("expires_ts") > now_ts)
+        expr = self.recall_filter(tenant, user, project_id=project_id, task=task, now_ts=now_ts)
+        by_vector, by_text = await asyncio.gather(
+            self.vector_hits(expr, vector, pool, large=large),
+            self.text_hits(expr, query_text, pool),
         )
-        vector_query = VectorQuery(
-            vector=np.asarray(vector, np.float32).tobytes(),
-            vector_field_name="embedding",
-            return_fields=_RECALL_FIELDS,
-            filter_expression=expr,
-            num_results=pool,
-            # For a user with many memories, walking the HNSW graph in batches beats the
-            # planner's default brute force over every memory that passes the filter.
-            hybrid_policy="BATCHES" if large else None,
-        )
-        searches = [self.index.query(vector_query)]
-        if query_text:
-            text_query = TextQuery(
-                text=query_text,
-                text_field_name="search_text",
-                filter_expression=expr,
-                return_fields=_RECALL_FIELDS,
-                num_results=pool,
-                stopwords=None,
-            )
-            searches.append(self.index.query(text_query))
-        results = await asyncio.gather(*searches)
-        hits: dict[str, Hit] = {}
-
-        def hit_for(row: dict[str, Any]) -> Hit:
-            key = row["id"]  # the document key; the memory id is its last part
-            if key not in hits:
-                hits[key] = Hit(Memory.from_hash({**row, "id": key.rsplit(":", 1)[-1]}))
-            return hits[key]
-
-        for row in results[0]:
-            hit_for(row).vector = 1.0 - float(row["vector_distance"])
-        if len(results) > 1:
-            for row in results[1]:
-                hit_for(row).text = float(row.get("score") or 0.0)
-        return list(hits.values())
+        return await self.load_hits(by_vector, by_text)
 
     async def mark_injected(self, tenant: str, user: str, ids: list[str], now_ts: float) -> None:
         """Count a use without resurrecting a memory deleted in the meantime."""
