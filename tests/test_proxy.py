@@ -428,3 +428,22 @@ def test_concurrent_requests(gateway: Gateway) -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_compressed_upstream_answers_reach_the_client_decoded(
+    gateway: Gateway, upstream: Upstream
+) -> None:
+    # The SDK offers gzip; memgate reads the answer (usage, mining), so it decodes it.
+    reply = sdk(gateway).chat.completions.create(
+        model="gzip", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.choices[0].message.content == upstream.state.reply_text
+    # A client offering codings memgate cannot decode gets them narrowed, never garbage.
+    resp = httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        json={"model": "gzip", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"authorization": f"Bearer {KEY}", "accept-encoding": "br, zstd, gzip"},
+    )
+    assert resp.status_code == 200 and "content-encoding" not in resp.headers
+    assert resp.json()["choices"][0]["message"]["content"] == upstream.state.reply_text
+    assert upstream.state.last("/chat/completions").headers["accept-encoding"] == "gzip, deflate"

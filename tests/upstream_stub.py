@@ -13,6 +13,7 @@ candidates, or a malformed reply) and ``extract_status`` as the status.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import threading
 import time
@@ -252,6 +253,17 @@ class UpstreamStub:
                     (b"x-should-retry", b"false"),
                 ],
             )
+            return
+        if model == "gzip" and not data.get("stream"):
+            accepted = rec.headers.get("accept-encoding", "")
+            payload = json.dumps(_completion(model, st.reply_text)).encode()
+            coded = "gzip" in accepted
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", b"application/json"),
+                *([(b"content-encoding", b"gzip")] if coded else []),
+            ]})
+            await send({"type": "http.response.body",
+                        "body": gzip.compress(payload) if coded else payload})
             return
         if model == "slow":
             await asyncio.sleep(st.slow_seconds)
