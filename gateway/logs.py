@@ -22,8 +22,8 @@ def configure_logging(level: str = "info") -> None:
             f"memgate: bad MEMGATE_LOG_LEVEL {level!r}: use one of {', '.join(_LEVELS)}"
         )
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric)
-    # httpx logs every upstream call at INFO in plain text; memgate's own summary line covers it.
-    for name in ("httpx", "httpcore"):
+    # HTTP client libraries log calls in plain text; memgate's own summary line covers them.
+    for name in ("httpx", "httpcore", "aiohttp"):
         logging.getLogger(name).setLevel(
             logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
         )
