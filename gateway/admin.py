@@ -29,6 +29,15 @@ SESSION_COOKIE = "memgate_admin"
 LANG_COOKIE = "memgate_lang"
 SESSION_SECONDS = 12 * 3600
 _CONFIRM = "yes"
+# The page needs no script, frame or outside resource: say so, and keep it out of caches.
+_SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
 
 # Notices shown after a redirect (?done=<key>); the text lives in admin_text.
 _DONE = {"saved", "deleted", "deleted_project", "deleted_all", "paused", "resumed",
@@ -85,6 +94,7 @@ def _page(request: Request[Any, Any, State], name: str, status: int = 200,
         },
         status_code=status,
         media_type="text/html",
+        headers=_SECURITY_HEADERS,
     )
     if request.query_params.get("lang") in LANGS:
         template.cookies.append(Cookie(key=LANG_COOKIE, value=lang, path="/admin",
@@ -135,7 +145,7 @@ async def home(request: Request[Any, Any, State], state: State,
                tenant: str | None = None) -> Template:
     if _session(request) is None:
         return _page(request, "login", configured=bool(state.settings.admin_token))
-    owners = await state.store.owners(state.clock.now().timestamp())
+    owners = await state.memories.owners()
     if tenant:
         owners = [o for o in owners if o["tenant"] == tenant]
     return _page(request, "home", owners=owners, tenant=tenant or "")

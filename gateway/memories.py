@@ -269,6 +269,12 @@ class Memories:
             ident.tenant, ident.user, status=status, type_=type, project_id=project_id
         )
 
+    async def owners(self) -> list[dict[str, Any]]:
+        """Tenants and users with memories or pending candidates (the admin overview)."""
+        if self.store._index is None:
+            await self.ready()
+        return await self.store.owners(self.clock.now().timestamp())
+
     async def history(self, ident: Identity, memory_id: str) -> list[dict[str, Any]]:
         entries = await self.store.history(ident.tenant, ident.user, memory_id)
         if not entries:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +14,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from gateway.identity import tenant_for_key
 from tests.conftest import Gateway
+from tests.test_mining_e2e import memories, pending
 from tests.test_recall import User
 
 ADMIN_TOKEN = "test-admin-token"  # what conftest's make_gateway configures
@@ -50,21 +49,6 @@ def page(browser: Browser) -> Iterator[Page]:
     page.set_default_timeout(15_000)
     yield page
     context.close()
-
-
-def pending(me: User, want: int, wait: float = 20.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + wait
-    while True:
-        got = httpx.get(f"{me.gw.base_url}/memory/candidates", headers=me.headers).json()["data"]
-        if len(got) >= want or time.monotonic() > deadline:
-            return list(got)
-        time.sleep(0.05)
-
-
-def memories(me: User, **params: str) -> list[dict[str, Any]]:
-    resp = httpx.get(f"{me.gw.base_url}/memories", headers=me.headers, params=params)
-    assert resp.status_code == 200, resp.text
-    return list(resp.json()["data"])
 
 
 def sign_in(page: Page, gw: Gateway) -> None:
@@ -236,6 +220,10 @@ def test_wrong_token_and_forged_cookies_are_refused(gateway: Gateway) -> None:
         assert page.status_code == 200 and "I like tea" in page.text
         # The session cookie is not the token, and the token never appears in the page.
         assert ADMIN_TOKEN not in admin.cookies["memgate_admin"] and ADMIN_TOKEN not in page.text
+        # No script may run, no site may frame it, no cache may keep it.
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert page.headers["cache-control"] == "no-store"
 
 
 def test_forms_without_the_csrf_token_change_nothing(gateway: Gateway) -> None:
