@@ -199,7 +199,7 @@ async def user_page(request: Request[Any, Any, State], state: State, tenant: str
         request, "user", ident=ident, memories=shown, total=len(everything),
         projects=sorted({m.project_id for m in everything if m.project_id}),
         statuses=sorted({m.status for m in everything}),
-        status=status or "", project_id=project_id or "",
+        status_filter=status or "", project_filter=project_id or "",
         candidates=await state.candidates.list(ident),
         paused=settings.get("recall_paused") == "true",
         traces=await state.store.recent_traces(ident.tenant, ident.user),

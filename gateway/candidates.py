@@ -161,7 +161,7 @@ class CandidateQueue:
         return "queued"
 
     async def _active_duplicate(self, ident: Identity, ck: str, proposal: Proposal) -> bool:
-        if self.store._index is None:
+        if not self.store.index_ready:
             raise RuntimeError("memory index not initialised: await Memories.ready() first")
         same = await self.store.find_memories(ident.tenant, ident.user, status="active",
                                               content_key=ck)
@@ -244,24 +244,11 @@ class CandidateQueue:
         )
         corrects = cand.get("corrects") or ""
         if corrects and corrects != outcome.memory.id and corrects not in outcome.superseded:
-            if await self._supersede(ident, memories, corrects, outcome.memory):
+            if await memories.supersede(ident, corrects, outcome.memory):
                 outcome.superseded.append(corrects)
         await self._remove(ident, cand)
         self._decide("edited" if edited else "confirmed")
         return outcome
-
-    async def _supersede(self, ident: Identity, memories: Memories, old_id: str,
-                         new: Memory) -> bool:
-        # Uses Memories' own supersede step; it should become a public Memories.supersede().
-        now = self.clock.now()
-        async with self.store.user_lock(ident.tenant, ident.user):
-            old = await self.store.get_memory(ident.tenant, ident.user, old_id)
-            if old is None or old.status != "active":
-                return False
-            await memories._supersede(old, new, now, "user")
-            new.supersedes = [*new.supersedes, old_id]
-            await self.store.update_memory(new, {"supersedes": ",".join(new.supersedes)})
-        return True
 
     async def reject(self, ident: Identity, cid: str) -> None:
         """The user said no: drop it and never propose the same content again."""
@@ -407,7 +394,7 @@ class CandidateQueue:
                 return same[0]
             if len(found) == 1:
                 return found[0]
-        if proposal.slot and self.store._index is not None:
+        if proposal.slot and self.store.index_ready:
             active = await self.store.find_memories(ident.tenant, ident.user, status="active")
             same = [m for m in active if m.slot == proposal.slot]
             if len(same) == 1:

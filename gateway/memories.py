@@ -7,6 +7,7 @@ races a dedup.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,7 +87,7 @@ class Memories:
                 "The memory was not stored: " + ", ".join(decision.reasons) + ".",
                 extra={"reasons": list(decision.reasons)},
             )
-        if self.store._index is None:
+        if not self.store.index_ready:
             await self.ready()
         vector = (await self.embedder.embed([content]))[0]
         async with self.store.user_lock(ident.tenant, ident.user):
@@ -162,6 +163,20 @@ class Memories:
                 await self._supersede(old, memory, now, actor)
             await self.store.count_memories_written(ident.tenant, ident.user, 1)
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
+
+    async def supersede(self, ident: Identity, old_id: str, new: Memory,
+                        actor: str = "user") -> bool:
+        """A confirmed correction replaces the memory it corrects, even without a shared
+        slot. False when that memory is gone or no longer active."""
+        now = self.clock.now()
+        async with self.store.user_lock(ident.tenant, ident.user):
+            old = await self.store.get_memory(ident.tenant, ident.user, old_id)
+            if old is None or old.status != "active":
+                return False
+            await self._supersede(old, new, now, actor)
+            new.supersedes = [*new.supersedes, old_id]
+            await self.store.update_memory(new, {"supersedes": ",".join(new.supersedes)})
+        return True
 
     async def _reconfirm(self, memory: Memory, now: datetime, actor: str) -> Memory:
         await self.store.update_memory(
@@ -248,7 +263,7 @@ class Memories:
     async def get(self, ident: Identity, memory_id: str) -> Memory:
         if not memory_id.startswith("mem_") or not memory_id[4:].isalnum():
             raise NotFound(f"No memory with id {memory_id[:40]!r}.", param="id")
-        if self.store._index is None:
+        if not self.store.index_ready:
             await self.ready()
         memory = await self.store.get_memory(ident.tenant, ident.user, memory_id)
         if memory is None:
@@ -263,19 +278,19 @@ class Memories:
         type: str | None = None,
         project_id: str | None = None,
     ) -> list[Memory]:
-        if self.store._index is None:
+        if not self.store.index_ready:
             await self.ready()
         return await self.store.find_memories(
             ident.tenant, ident.user, status=status, type_=type, project_id=project_id
         )
 
-    async def owners(self) -> list[dict[str, Any]]:
+    async def owners(self) -> builtins.list[dict[str, Any]]:
         """Tenants and users with memories or pending candidates (the admin overview)."""
-        if self.store._index is None:
+        if not self.store.index_ready:
             await self.ready()
         return await self.store.owners(self.clock.now().timestamp())
 
-    async def history(self, ident: Identity, memory_id: str) -> list[dict[str, Any]]:
+    async def history(self, ident: Identity, memory_id: str) -> builtins.list[dict[str, Any]]:
         entries = await self.store.history(ident.tenant, ident.user, memory_id)
         if not entries:
             raise NotFound(f"No history for memory {memory_id[:40]!r}.", param="id")

@@ -187,6 +187,10 @@ class Store:
         self._index = index
 
     @property
+    def index_ready(self) -> bool:
+        return self._index is not None
+
+    @property
     def index(self) -> AsyncSearchIndex:
         if self._index is None:
             raise RuntimeError("memory index not initialised")
@@ -494,7 +498,7 @@ class Store:
 
     async def get_settings(self, tenant: str, user: str) -> dict[str, str]:
         raw = await self.redis.hgetall(self._key("settings", tenant, user))
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        return {_s(k): _s(v) for k, v in raw.items()}
 
     async def count_memories_written(self, tenant: str, user: str, delta: int) -> None:
         """A rough per-user size (expiry is not subtracted) that picks the search strategy."""

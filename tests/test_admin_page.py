@@ -262,3 +262,21 @@ def test_bad_ids_and_gate_refusals_render_a_page_not_a_trace(gateway: Gateway) -
         assert refused.status_code == 422 and "not saved" in refused.text
         assert key not in refused.text
         assert [m["content"] for m in memories(me)] == ["I like tea"]
+
+
+def test_filters_by_status_and_project(gateway: Gateway) -> None:
+    me = User(gateway)
+    old = me.remember("I live in Berlin", type="profile")
+    new = me.remember("I live in Lisbon", type="profile")  # same slot: supersedes Berlin
+    work = me.remember("This project deploys on Fridays", type="project", scope="project",
+                       project_id="alpha")
+    base = f"/admin/users/{tenant_for_key(me.key)}/{me.headers['x-memory-user']}"
+    with _signed_in(gateway) as admin:
+        rows = re.compile(r'data-memory="(mem_[0-9a-f]+)"')
+        everything = admin.get(base)
+        assert set(rows.findall(everything.text)) == {old, new, work}
+        superseded = admin.get(base, params={"status": "superseded"})
+        assert superseded.status_code == 200 and rows.findall(superseded.text) == [old]
+        assert '<option value="superseded" selected>' in superseded.text
+        alpha = admin.get(base, params={"project_id": "alpha"})
+        assert alpha.status_code == 200 and rows.findall(alpha.text) == [work]
