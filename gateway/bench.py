@@ -528,7 +528,8 @@ def _report(
         f"  upstream stub: raw ASGI under uvicorn; gateway: memgate serve, {redis}; "
         "client: httpx, HTTP/1.1 keep-alive",
         f"  warm-up: {warmup} requests per target and kind; the memory rows send X-Memory-Mode "
-        "off (plain proxy) or on (recall for a user with no memories yet)",
+        "off (plain proxy) or on for a user with no memories yet (recall stops after one "
+        "settings read; `memgate bench recall` times recall over 1k-100k memories)",
         "",
         f"Concurrency 1: {rounds} rounds, targets alternating request by request "
         f"(complete rounds: plain {complete[False]}, streamed {complete[True]}).",

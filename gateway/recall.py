@@ -128,15 +128,22 @@ class Recaller:
             task=ident.task,
             now_ts=now.timestamp(),
         )
-        # Redis reads the settings and runs the keyword search while the query is embedded
-        # (off the event loop); only the vector search has to wait for the embedding.
+        # Redis runs the keyword search while the query is embedded (off the event loop);
+        # only the vector search has to wait for the embedding. A user who has no memories
+        # (the count kept beside the settings never undercounts) costs no embedding at all.
         settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
         text_search = asyncio.ensure_future(store.text_hits(expr, search_text(text), pool))
         try:
+            settings = await settings_read
+            count = int(settings.get("memory_count") or 0)
+            if count <= 0:
+                await text_search
+                result.skipped = "no_memories"
+                result.timings_ms = {"total": _ms(clock.monotonic() - started)}
+                return result
             vector = (await self.embedder.embed([text]))[0]
             t_embed = clock.monotonic()
-            settings = await settings_read
-            large = int(settings.get("memory_count") or 0) > LARGE_USER
+            large = count > LARGE_USER
             by_vector = await store.vector_hits(expr, vector, pool, large=large)
             hits = await store.load_hits(by_vector, await text_search)
         except BaseException:

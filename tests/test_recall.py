@@ -341,3 +341,17 @@ def test_a_shared_word_alone_does_not_make_a_memory_relevant(gateway: Gateway) -
     [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == mid]
     assert cand["scores"]["text"] > 0  # the keyword search did find it ...
     assert (cand["decision"], cand["reason"]) == ("dropped", "threshold")  # ... not relevant
+
+
+def test_a_user_without_memories_costs_no_recall(gateway: Gateway) -> None:
+    me = User(gateway)
+    raw = me.ask("What language should you answer me in?")
+    trace = me.trace(raw)
+    assert trace["skipped"] == "no_memories" and trace["candidates"] == []
+    assert set(trace["timings_ms"]) == {"total"}  # no embedding, no vector search
+    mid = me.remember("Always answer me in Chinese")
+    raw = me.ask("What language should you answer me in?")
+    assert me.injected(raw) == [mid] and me.trace(raw)["skipped"] is None
+    httpx.delete(f"{gateway.base_url}/memories", headers=me.headers, params={"all": "true"})
+    raw = me.ask("What language should you answer me in?")
+    assert me.injected(raw) == [] and me.trace(raw)["skipped"] == "no_memories"
