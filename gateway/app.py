@@ -19,6 +19,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
 from .admin import ROUTER as ADMIN_ROUTER
+from .admin import LoginThrottle
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
@@ -222,6 +223,7 @@ def create_app(
             "clock": the_clock,
             "metrics": metrics,
             "policy": the_policy,
+            "admin_logins": LoginThrottle(),
         }
     )
     return Litestar(

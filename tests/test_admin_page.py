@@ -7,13 +7,15 @@ import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from gateway.clock import ManualClock, SystemClock
 from gateway.identity import tenant_for_key
-from tests.conftest import Gateway
+from tests.conftest import Gateway, GatewayFactory
 from tests.test_mining_e2e import memories, pending
 from tests.test_recall import User
 
@@ -280,3 +282,17 @@ def test_filters_by_status_and_project(gateway: Gateway) -> None:
         assert '<option value="superseded" selected>' in superseded.text
         alpha = admin.get(base, params={"project_id": "alpha"})
         assert alpha.status_code == 200 and rows.findall(alpha.text) == [work]
+
+
+def test_guessing_the_token_locks_the_address_out(make_gateway: GatewayFactory) -> None:
+    clock = ManualClock(SystemClock().now())
+    gw = make_gateway(clock=clock)
+    with httpx.Client(base_url=gw.url) as client:
+        for _ in range(5):
+            assert client.post("/admin/login", data={"token": "guess"}).status_code == 401
+        locked = client.post("/admin/login", data={"token": ADMIN_TOKEN})
+        assert locked.status_code == 429 and "try again in 60 s" in locked.text
+        assert "memgate_admin" not in client.cookies  # not even the right token gets in
+        clock.advance(timedelta(seconds=61))
+        assert client.post("/admin/login", data={"token": ADMIN_TOKEN}).status_code == 303
+        assert "memgate_admin" in client.cookies
