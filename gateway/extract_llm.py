@@ -189,7 +189,7 @@ def parse_reply(body: bytes) -> list[LlmCandidate]:
 
 
 def to_proposal(candidate: LlmCandidate, *, evidence: str, project_id: str | None,
-                task: str | None) -> Proposal:
+                task: str | None, policy: Policy) -> Proposal:
     """A proposal for the gate. One-time wishes get the ``session`` type, which the gate
     refuses as one-time; project facts without a request project become global profile facts
     and task wishes without a task kind become global, as the rules do."""
@@ -211,7 +211,7 @@ def to_proposal(candidate: LlmCandidate, *, evidence: str, project_id: str | Non
         source="model_inference" if candidate.inference or type_ == "inference"
         else "user_stated",
         is_correction=candidate.is_correction,
-        horizon=horizon_of(content) if type_ in ("goal", "plan") else None,
+        horizon=horizon_of(content, policy) if type_ in ("goal", "plan") else None,
         evidence=evidence, rule="llm",
     )
 
@@ -228,7 +228,8 @@ def screen_candidates(candidates: list[LlmCandidate], text: str, *, project_id: 
         return result  # the user repeated a memory memgate gave them
     seen: set[str] = set()
     for candidate in candidates:
-        proposal = to_proposal(candidate, evidence=text, project_id=project_id, task=task)
+        proposal = to_proposal(candidate, evidence=text, project_id=project_id, task=task,
+                               policy=policy)
         if _REDACTED in proposal.content:
             result.refused.append("refused_sensitive")
             continue

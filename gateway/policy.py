@@ -39,6 +39,8 @@ __all__ = [
     "FusionWeights",
     "Level",
     "LimitsSpec",
+    "MiningRuleSpec",
+    "MiningSpec",
     "OneTimeSpec",
     "PatternSpec",
     "Policy",
@@ -256,6 +258,35 @@ class SlotSpec(_Model):
         return any(rule.compiled.search(text) for rule in self.patterns)
 
 
+class MiningRuleSpec(RuleSpec):
+    """One row of the miner's rule table: a sentence its regex matches is a ``type`` memory."""
+
+    name: Name
+    type: Name
+
+
+class MiningSpec(_Model):
+    """Which sentences of a user message become candidate memories (see ``gateway/mine.py``).
+
+    Every regex is a ``RuleSpec``: its examples, if any, are checked at load.
+    """
+
+    questions: tuple[RuleSpec, ...]
+    filler: RuleSpec
+    corrections: tuple[RuleSpec, ...]
+    remember: tuple[RuleSpec, ...]
+    rules: tuple[MiningRuleSpec, ...]
+    fallback_type: Name
+    horizon: RuleSpec
+
+    def rule_for(self, text: str) -> MiningRuleSpec | None:
+        """The first rule whose regex matches ``text`` (already normalized), else None."""
+        for rule in self.rules:
+            if rule.compiled.search(text):
+                return rule
+        return None
+
+
 class FusionWeights(_Model):
     vector: Fraction
     text: Fraction
@@ -308,6 +339,7 @@ class Policy(_Model):
     sensitivity: SensitivitySpec
     one_time: OneTimeSpec
     slots: tuple[SlotSpec, ...]
+    mining: MiningSpec
     recall: RecallSpec
     dedup: DedupSpec
     conflict: ConflictSpec
@@ -495,6 +527,7 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
     yield from _check_sources(policy)
     yield from _check_sensitivity(policy)
     yield from _check_rules(policy)
+    yield from _check_mining(policy)
     recall = policy.recall
     if not math.isclose(recall.weights.vector + recall.weights.text, 1.0, abs_tol=1e-9):
         yield ("recall", "weights"), "vector and text weights must add up to 1"
@@ -603,3 +636,56 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             got = derive_slot(example, policy)
             if got != slot.name:
                 yield ("slots", i, "examples", j), f"derives slot {got!r}, not {slot.name!r}"
+
+
+def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
+    problem = _regex_problem(rule.regex)
+    if problem:
+        yield (*loc, "regex"), problem
+        return
+    for j, example in enumerate(rule.examples):
+        if not rule.compiled.search(example):
+            yield (*loc, "examples", j), "the regex does not match it"
+
+
+def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    # Imported here: classify depends on this module for the Policy type.
+    from gateway.classify import normalize
+
+    mining = policy.mining
+    for key in ("questions", "corrections", "remember"):
+        for i, rule in enumerate(getattr(mining, key)):
+            yield from _check_rule(rule, ("mining", key, i))
+    yield from _check_rule(mining.filler, ("mining", "filler"))
+    yield from _check_rule(mining.horizon, ("mining", "horizon"))
+    if mining.fallback_type not in policy.types:
+        yield ("mining", "fallback_type"), f"unknown memory type {mining.fallback_type!r}"
+    rules_ok = True
+    seen: set[str] = set()
+    for i, rule in enumerate(mining.rules):
+        if rule.name in seen:
+            yield ("mining", "rules", i, "name"), f"rule {rule.name!r} is declared twice"
+        seen.add(rule.name)
+        if rule.type not in policy.types:
+            yield ("mining", "rules", i, "type"), f"unknown memory type {rule.type!r}"
+        problem = _regex_problem(rule.regex)
+        if problem:
+            rules_ok = False
+            yield ("mining", "rules", i, "regex"), problem
+    if not rules_ok:
+        return
+    # Like slot examples: an example must be typed by its own rule, which an earlier rule
+    # in the table would prevent, because the first match wins.
+    for i, rule in enumerate(mining.rules):
+        for j, example in enumerate(rule.examples):
+            folded = normalize(example)
+            if not rule.compiled.search(folded):
+                yield ("mining", "rules", i, "examples", j), "the regex does not match it"
+                continue
+            first = mining.rule_for(folded)
+            if first is not rule:
+                assert first is not None
+                yield (
+                    ("mining", "rules", i, "examples", j),
+                    f"rule {first.name!r} matches it first, not {rule.name!r}",
+                )

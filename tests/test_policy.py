@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.classify import derive_slot, is_one_time
+from gateway.mine import extract
 from gateway.policy import (
     DETECTOR_NAMES,
     VALIDATOR_NAMES,
@@ -115,6 +116,17 @@ def test_every_declared_example_behaves(policy: Policy) -> None:
     for slot in policy.slots:
         for example in slot.examples:
             assert derive_slot(example, policy) == slot.name, example
+    # A mining rule's example, said on its own, is mined by that rule.
+    for rule in policy.mining.rules:
+        for example in rule.examples:
+            mined = extract([{"role": "user", "content": example}], project_id="p",
+                            policy=policy)
+            assert [(p.rule, p.type) for p in mined.proposals] == [(rule.name, rule.type)]
+    for spec in policy.mining.questions:
+        for example in spec.examples:
+            mined = extract([{"role": "user", "content": example}], project_id="p",
+                            policy=policy)
+            assert mined.proposals == [], example
 
 
 def test_parse_policy_labels_errors_with_the_given_name() -> None:
@@ -296,6 +308,73 @@ def test_slot_example_must_derive_its_slot(tmp_path: Path) -> None:
     )
 
 
+def test_bad_mining_rule_regex(tmp_path: Path) -> None:
+    old = "      regex: '备考|"
+    path, line = variant(tmp_path, old, "      regex: '(备考|")
+    message = error_of(path)
+    assert re.search(
+        rf"^{re.escape(str(path))}:{line}: mining\.rules\[\d+\]\.regex: "
+        r"invalid regular expression: ",
+        message,
+    ), message
+
+
+def test_bad_mining_filler_regex(tmp_path: Path) -> None:
+    old = "    regex: '(?i)^\\s*(?:(?:oh|"
+    path, line = variant(tmp_path, old, "    regex: '(?i)^\\s*(?:(?:(oh|")
+    assert re.search(rf":{line}: mining\.filler\.regex: invalid regular", error_of(path))
+
+
+def test_mining_rule_type_must_exist(tmp_path: Path) -> None:
+    old = "      type: accessibility\n      regex: '色盲"
+    path, line = variant(tmp_path, old, old.replace("accessibility", "accessibilty"))
+    assert re.search(
+        rf":{line}: mining\.rules\[\d+\]\.type: unknown memory type 'accessibilty'",
+        error_of(path),
+    )
+
+
+def test_mining_fallback_type_must_exist(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "  fallback_type: profile", "  fallback_type: profil")
+    assert f"{path}:{line}: mining.fallback_type: unknown memory type 'profil'" in error_of(path)
+
+
+def test_mining_rule_names_are_unique(tmp_path: Path) -> None:
+    path, line = variant(tmp_path, "    - name: accessibility_zh", "    - name: accessibility_en")
+    assert re.search(
+        rf":{line}: mining\.rules\[\d+\]\.name: rule 'accessibility_en' is declared twice",
+        error_of(path),
+    )
+
+
+def test_mining_rule_example_must_match(tmp_path: Path) -> None:
+    old = "      examples: [我在备考雅思, 我想学会游泳]"
+    path, line = variant(tmp_path, old, "      examples: [我在备考雅思, 我想去游泳]")
+    assert re.search(
+        rf":{line}: mining\.rules\[\d+\]\.examples\[1\]: the regex does not match it",
+        error_of(path),
+    )
+
+
+def test_mining_rule_example_must_not_be_taken_by_an_earlier_rule(tmp_path: Path) -> None:
+    # The first matching rule wins, so this example could never be typed by its own rule.
+    old = "      examples: [I prefer Python, from now on answer in English]"
+    path, line = variant(tmp_path, old, "      examples: [I prefer Python, always use tables]")
+    assert re.search(
+        rf":{line}: mining\.rules\[\d+\]\.examples\[1\]: rule 'format_en' matches it "
+        r"first, not 'preference_en'",
+        error_of(path),
+    )
+
+
+def test_mining_horizon_example_must_match(tmp_path: Path) -> None:
+    old = "    examples: [in March, next week,"
+    path, line = variant(tmp_path, old, "    examples: [some day, next week,")
+    assert re.search(
+        rf":{line}: mining\.horizon\.examples\[0\]: the regex does not", error_of(path)
+    )
+
+
 def test_high_sensitivity_can_never_be_stored(tmp_path: Path) -> None:
     path, line = variant(
         tmp_path, "  store_levels: [low, medium]", "  store_levels: [low, medium, high]"
@@ -385,7 +464,7 @@ def test_max_memories_accepts_exactly_positive_integers(value: int) -> None:
         )
 
 
-SECTIONS = ["recall", "dedup", "conflict", "archive", "candidates", "limits"]
+SECTIONS = ["mining", "recall", "dedup", "conflict", "archive", "candidates", "limits"]
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
