@@ -231,14 +231,13 @@ async def user_page(request: Request[Any, Any, State], state: State, tenant: str
     shown = [m for m in everything
              if (not status or m.status == status)
              and (not project_id or m.project_id == project_id)]
-    settings = await state.store.get_settings(ident.tenant, ident.user)
     return _page(
         request, "user", ident=ident, memories=shown, total=len(everything),
         projects=sorted({m.project_id for m in everything if m.project_id}),
         statuses=sorted({m.status for m in everything}),
         status_filter=status or "", project_filter=project_id or "",
         candidates=await state.candidates.list(ident),
-        paused=settings.get("recall_paused") == "true",
+        paused=await state.store.is_recall_paused(ident.tenant, ident.user),
         traces=await state.store.recent_traces(ident.tenant, ident.user),
         types=sorted(state.policy.types), done=done if done in _DONE else None,
         now=to_iso(state.clock.now()),
@@ -335,8 +334,7 @@ async def set_recall(request: Request[Any, Any, State], state: State, tenant: st
                      user: str) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     paused = (await _form(request)).get("paused") == "true"
-    await state.store.set_settings(ident.tenant, ident.user,
-                                   {"recall_paused": "true" if paused else "false"})
+    await state.store.set_recall_paused(ident.tenant, ident.user, paused)
     return Redirect(_user_url(ident, "paused" if paused else "resumed"), status_code=303)
 
 

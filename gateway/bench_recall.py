@@ -26,11 +26,11 @@ import re
 import string
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from redis import __version__ as REDIS_PY_VERSION
@@ -45,7 +45,7 @@ from .clock import SystemClock
 from .embed import LocalEmbedder
 from .identity import Identity, new_trace_id
 from .policy import FusionWeights, Policy, load_policy
-from .recall import Recaller
+from .recall import Recaller, score
 from .records import Memory, new_memory_id
 from .redis_server import EmbeddedRedis, EmbeddedRedisError
 from .store import _RECALL_FIELDS, Hit, Store, owner_filter
@@ -63,6 +63,8 @@ _NOISE = 0.01  # per-dimension sigma for reused vectors: cosine to the original 
 
 _clock = {"started": time.monotonic()}
 
+
+_T = TypeVar("_T")
 
 def _progress(message: str) -> None:
     """Progress on stderr, with the seconds since the benchmark started."""
@@ -874,7 +876,10 @@ def _recall_report(
             ]
         )
     lines.append(_table(header, rows, left=1))
-    lines += ["", "Recall latency, ms (Recaller.timings_ms; search includes the settings read):"]
+    lines += [
+        "",
+        "Recall latency, ms (Recaller.timings_ms; embed includes the settings read before it):",
+    ]
     rows = []
     for r in runs:
         rows += _stage_rows(f"{r.size:,}", r.times)
@@ -999,6 +1004,34 @@ def run_recall_bench(
     if not sizes or min(sizes) < 10 or queries < 1 or warmup < 0 or embed_limit < 1:
         print("memgate bench recall: need sizes >= 10, queries >= 1, warmup >= 0, embed-limit >= 1")
         return 2
+    done = _on_bench_redis(
+        "recall",
+        lambda url: _recall_bench(
+            url, sorted(set(sizes)), queries, users_total, embed_limit, warmup
+        ),
+    )
+    if isinstance(done, int):
+        return done
+    runs, many = done
+    print(
+        _recall_report(
+            runs,
+            many,
+            n_queries=queries,
+            warmup=warmup,
+            embed_limit=embed_limit,
+            redis="embedded Redis",
+        ),
+        flush=True,
+    )
+    return 0
+
+
+def _on_bench_redis(
+    command: str, job: Callable[[str], Coroutine[Any, Any, _T]]
+) -> _T | int:
+    """Run ``job(url)`` against a throwaway embedded Redis (offline tokenizers, SIGTERM as
+    Ctrl-C); a start failure or an interrupt comes back as the exit code, already reported."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(_sigterm_as_interrupt())
         _clock["started"] = time.monotonic()
@@ -1007,27 +1040,13 @@ def run_recall_bench(
             stack.enter_context(_offline_tokens(workdir))
             _progress("starting the embedded Redis")
             url = stack.enter_context(_redis_for_bench(workdir))
-            runs, many = asyncio.run(
-                _recall_bench(url, sorted(set(sizes)), queries, users_total, embed_limit, warmup)
-            )
+            return asyncio.run(job(url))
         except EmbeddedRedisError as exc:
-            print(f"memgate bench recall: {exc}", flush=True)
+            print(f"memgate bench {command}: {exc}", flush=True)
             return 1
         except KeyboardInterrupt:
-            print("memgate bench recall: interrupted", flush=True)
+            print(f"memgate bench {command}: interrupted", flush=True)
             return 130
-        print(
-            _recall_report(
-                runs,
-                many,
-                n_queries=queries,
-                warmup=warmup,
-                embed_limit=embed_limit,
-                redis="embedded Redis",
-            ),
-            flush=True,
-        )
-    return 0
 
 
 # =========================================================================== LoCoMo
@@ -1130,21 +1149,15 @@ def _with_weights(policy: Policy, vector: float, text: float) -> Policy:
 
 
 def fused_ranker(policy: Policy, vector: float, text: float) -> Callable[[list[Hit]], list[str]]:
-    """Rank by the recaller's own ``_score`` under other weights; a hit that one of the two
+    """Rank by the recaller's own score under other weights; a hit that one of the two
     searches did not return gets 0 from it, and hits with no score from the searches a
     one-sided weighting uses are left out (they are not in its ranking at all)."""
-    # Only Recaller._score is used: it needs the policy, not the store or the embedder.
-    recaller = Recaller(
-        None,
-        None,
-        _with_weights(policy, vector, text),  # type: ignore[arg-type]
-        SystemClock(),
-    )
+    spec = _with_weights(policy, vector, text).recall
 
     def rank(hits: list[Hit]) -> list[str]:
         usable = [h for h in hits if (vector > 0 and h.vector != 0.0) or (text > 0 and h.text > 0)]
         scored = sorted(
-            ((recaller._score(h).fused, h.memory.id) for h in usable), key=lambda x: -x[0]
+            ((score(h, spec).fused, h.memory.id) for h in usable), key=lambda x: -x[0]
         )
         return [memory_id for _, memory_id in scored]
 
@@ -1575,20 +1588,8 @@ def run_locomo_bench(
                 "(pass --prefeval DIR)"
             )
     policy = load_policy(os.environ.get("MEMGATE_POLICY"))
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_sigterm_as_interrupt())
-        _clock["started"] = time.monotonic()
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memgate-bench-")))
-        try:
-            stack.enter_context(_offline_tokens(workdir))
-            _progress("starting the embedded Redis")
-            url = stack.enter_context(_redis_for_bench(workdir))
-            run = asyncio.run(_locomo_bench(url, corpus, k, pool, rows, note))
-        except EmbeddedRedisError as exc:
-            print(f"memgate bench locomo: {exc}", flush=True)
-            return 1
-        except KeyboardInterrupt:
-            print("memgate bench locomo: interrupted", flush=True)
-            return 130
+    run = _on_bench_redis("locomo", lambda url: _locomo_bench(url, corpus, k, pool, rows, note))
+    if isinstance(run, int):
+        return run
     print(_locomo_report(run, corpus, policy, path.name), flush=True)
     return 0

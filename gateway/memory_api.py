@@ -53,6 +53,11 @@ def _decode(raw: bytes, kind: type[Any]) -> Any:
         raise BadRequest("The request body is not valid JSON.", code="invalid_json") from None
 
 
+def _given(patch: MemoryPatch) -> dict[str, Any]:
+    """The fields the caller actually sent (an explicit null included)."""
+    return {k: v for k, v in msgspec.structs.asdict(patch).items() if v is not msgspec.UNSET}
+
+
 def _who(request: Request[Any, Any, State]) -> Identity:
     return identity_mod.resolve(
         request.headers, None, admin_token=request.app.state.settings.admin_token
@@ -157,9 +162,7 @@ async def patch_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
     ident = _who(request)
-    data: MemoryPatch = _decode(await request.body(), MemoryPatch)
-    changes = msgspec.structs.asdict(data)
-    changes = {k: v for k, v in changes.items() if v is not msgspec.UNSET}
+    changes = _given(_decode(await request.body(), MemoryPatch))
     if "project_id" in changes:
         _project(changes["project_id"])
     if changes.get("expires_at"):
@@ -192,17 +195,15 @@ async def memory_history(
 @get("/v1/memory/settings", summary="The caller's memory settings")
 async def get_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
     ident = _who(request)
-    raw = await state.store.get_settings(ident.tenant, ident.user)
-    return {"object": "memory.settings", "recall_paused": raw.get("recall_paused") == "true"}
+    paused = await state.store.is_recall_paused(ident.tenant, ident.user)
+    return {"object": "memory.settings", "recall_paused": paused}
 
 
 @patch("/v1/memory/settings", summary="Pause or resume recall")
 async def patch_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
     ident = _who(request)
     data: SettingsPatch = _decode(await request.body(), SettingsPatch)
-    await state.store.set_settings(
-        ident.tenant, ident.user, {"recall_paused": "true" if data.recall_paused else "false"}
-    )
+    await state.store.set_recall_paused(ident.tenant, ident.user, data.recall_paused)
     return {"object": "memory.settings", "recall_paused": data.recall_paused}
 
 
@@ -247,8 +248,7 @@ async def confirm_candidate(
 ) -> Response[Any]:
     ident = _who(request)
     raw = await request.body()
-    edits = msgspec.structs.asdict(_decode(raw, MemoryPatch)) if raw.strip() else {}
-    edits = {k: v for k, v in edits.items() if v is not msgspec.UNSET}
+    edits = _given(_decode(raw, MemoryPatch)) if raw.strip() else {}
     outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
     return _written(outcome)
 

@@ -26,6 +26,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from .recall import DROP_REASONS
+
 # The ``*_created`` companion series double the series count and nothing here uses them.
 disable_created_metrics()
 
@@ -37,18 +39,6 @@ UPSTREAM_ROUTES = ("chat", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")
-DROP_REASONS = (
-    "expired",
-    "scope",
-    "source",
-    "threshold",
-    "superseded",
-    "conflict",
-    "sensitivity",
-    "limit",
-    "budget",
-    "paused",
-)
 CANDIDATE_OUTCOMES = (
     "queued",
     "refused_sensitive",

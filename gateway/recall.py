@@ -20,7 +20,7 @@ from . import inject, tokens
 from .clock import Clock
 from .embed import Embedder
 from .identity import Identity
-from .policy import Policy
+from .policy import Policy, RecallSpec
 from .records import Memory
 from .sensitivity import redact
 from .store import Hit, Store
@@ -37,6 +37,8 @@ CHECKS = (
     "sensitivity",
     "paused",
 )
+# Every reason a candidate can be left out for: the checks, then the selection's cuts.
+DROP_REASONS = (*CHECKS, "limit", "budget")
 
 
 @dataclass(slots=True)
@@ -116,11 +118,19 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
+        now = clock.now()
+        store, pool = self.store, self.policy.recall.candidate_pool
+        settings = await store.get_settings(ident.tenant, ident.user)
+        # A user who has no memories (the count kept beside the settings never undercounts)
+        # costs this one read: no embedding, no search.
+        count = int(settings.get("memory_count") or 0)
+        if count <= 0:
+            result.skipped = "no_memories"
+            result.timings_ms = {"total": _ms(clock.monotonic() - started)}
+            return result
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
-        now = clock.now()
-        store, pool = self.store, self.policy.recall.candidate_pool
         expr = store.recall_filter(
             ident.tenant,
             ident.user,
@@ -129,31 +139,20 @@ class Recaller:
             now_ts=now.timestamp(),
         )
         # Redis runs the keyword search while the query is embedded (off the event loop);
-        # only the vector search has to wait for the embedding. A user who has no memories
-        # (the count kept beside the settings never undercounts) costs no embedding at all.
-        settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
+        # only the vector search has to wait for the embedding.
         text_search = asyncio.ensure_future(store.text_hits(expr, search_text(text), pool))
         try:
-            settings = await settings_read
-            count = int(settings.get("memory_count") or 0)
-            if count <= 0:
-                await text_search
-                result.skipped = "no_memories"
-                result.timings_ms = {"total": _ms(clock.monotonic() - started)}
-                return result
             vector = (await self.embedder.embed([text]))[0]
             t_embed = clock.monotonic()
-            large = count > LARGE_USER
-            by_vector = await store.vector_hits(expr, vector, pool, large=large)
+            by_vector = await store.vector_hits(expr, vector, pool, large=count > LARGE_USER)
             hits = await store.load_hits(by_vector, await text_search)
         except BaseException:
-            settings_read.cancel()
             text_search.cancel()
             raise
         t_search = clock.monotonic()
-        result.candidates = [self._score(hit) for hit in hits]
+        result.candidates = [score(hit, self.policy.recall) for hit in hits]
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
-        paused = settings.get("recall_paused") == "true"
+        paused = store.recall_paused(settings)
         await self._check(result, ident, now, paused)
         self._select(result, str(body.get("model") or ""))
         t_filter = clock.monotonic()
@@ -164,15 +163,6 @@ class Recaller:
             "total": _ms(t_filter - started),
         }
         return result
-
-    def _score(self, hit: Hit) -> Candidate:
-        # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
-        # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
-        weights = self.policy.recall.weights
-        c = self.policy.recall.text_saturation
-        text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
-        fused = weights.vector * max(hit.vector, 0.0) + weights.text * text_norm
-        return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
 
     async def _check(
         self, result: RecallResult, ident: Identity, now: datetime, paused: bool
@@ -268,6 +258,16 @@ class Recaller:
             result.injected.append(cand.memory)
             result.lines.append(line)
         result.tokens = used if result.injected else 0
+
+
+def score(hit: Hit, spec: RecallSpec) -> Candidate:
+    """The recaller's fused score (the benchmarks rank with it too)."""
+    # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
+    # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
+    c = spec.text_saturation
+    text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
+    fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
+    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
 
 
 def _in_scope(memory: Memory, ident: Identity) -> bool:

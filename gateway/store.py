@@ -507,6 +507,17 @@ class Store:
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
         await self.redis.hset(self._key("settings", tenant, user), mapping=values)
 
+    @staticmethod
+    def recall_paused(settings: dict[str, str]) -> bool:
+        """Read from ``get_settings``' answer (recall already holds it)."""
+        return settings.get("recall_paused") == "true"
+
+    async def is_recall_paused(self, tenant: str, user: str) -> bool:
+        return self.recall_paused(await self.get_settings(tenant, user))
+
+    async def set_recall_paused(self, tenant: str, user: str, paused: bool) -> None:
+        await self.set_settings(tenant, user, {"recall_paused": "true" if paused else "false"})
+
     async def put_trace(
         self, tenant: str, user: str, trace_id: str, trace: dict[str, Any], ttl_seconds: int
     ) -> None:
