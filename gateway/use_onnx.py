@@ -82,9 +82,9 @@ def build_model(backend: Any) -> bytes:
         flat = g.const([-1, n * _CNN], np.int64)
 
         def conv(inp: str, w: np.ndarray, b: np.ndarray, cols: str = cols, flat: str = flat) -> str:
+            """One residual n-gram convolution: relu(window @ w + b) + inp."""
             window = g.op("Gather", g.op("Concat", inp, zero_row, axis=0), cols, axis=0)
-            y = g.op("Relu", g.linear(g.op("Reshape", window, flat), w, b))
-            return g.op("Add", y, inp)
+            return g.op("Add", g.op("Relu", g.linear(g.op("Reshape", window, flat), w, b)), inp)
 
         h = conv(xs, backend.w1[i], backend.b1[i])
         branches.append(conv(h, backend.w2[i], backend.b2[i]))
