@@ -262,10 +262,12 @@ async def trace_page(request: Request[Any, Any, State], state: State, tenant: st
     if trace is None:
         return _page(request, "error", status=404, back=_user_url(ident),
                      message=TEXT[_lang(request)]["trace_gone"])
-    contents: dict[str, str] = {}
-    for cand in trace.get("candidates") or []:
-        memory = await state.store.get_memory(ident.tenant, ident.user, cand["id"])
-        contents[cand["id"]] = memory.content if memory else ""
+    ids = [cand["id"] for cand in trace.get("candidates") or []]
+    found = await state.store.load_memories(
+        [state.store.memory_key(ident.tenant, ident.user, i) for i in ids]
+    )
+    by_id = {memory.id: memory.content for memory in found.values()}
+    contents = {i: by_id.get(i, "") for i in ids}
     return _page(request, "trace", ident=ident, trace=trace, contents=contents)
 
 

@@ -393,7 +393,7 @@ async def write_memories(
                 vectors[start : start + _WRITE_BATCH],
                 strict=True,
             ):
-                mapping = memory.to_hash(
+                mapping: dict[Any, Any] = memory.to_hash(
                     search_text=search_text(memory.content),
                     embedding=np.asarray(vector, np.float32).tobytes(),
                 )

@@ -13,7 +13,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import redis.asyncio as aredis
@@ -256,7 +256,7 @@ class Store:
         self, memory: Memory, *, search_text: str, embedding: np.ndarray, expire_at: float | None
     ) -> None:
         key = self.memory_key(memory.tenant, memory.user, memory.id)
-        mapping = memory.to_hash(
+        mapping: dict[Any, Any] = memory.to_hash(  # redis-py's stubs want its own key union
             search_text=search_text, embedding=np.asarray(embedding, np.float32).tobytes()
         )
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -272,7 +272,7 @@ class Store:
         """Change some fields; ``expire_at``: False keeps the key's TTL, None removes it."""
         key = self.memory_key(memory.tenant, memory.user, memory.id)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=fields)
+            pipe.hset(key, mapping=cast("dict[Any, Any]", fields))
             if expire_at is None:
                 pipe.persist(key)
             elif expire_at is not False:
@@ -543,7 +543,9 @@ class Store:
         await self.redis.hincrby(self._key("settings", tenant, user), "memory_count", delta)
 
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
-        await self.redis.hset(self._key("settings", tenant, user), mapping=values)
+        await self.redis.hset(
+            self._key("settings", tenant, user), mapping=cast("dict[Any, Any]", values)
+        )
 
     @staticmethod
     def recall_paused(settings: dict[str, str]) -> bool:
