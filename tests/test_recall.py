@@ -355,3 +355,35 @@ def test_a_user_without_memories_costs_no_recall(gateway: Gateway) -> None:
     httpx.delete(f"{gateway.base_url}/memories", headers=me.headers, params={"all": "true"})
     raw = me.ask("What language should you answer me in?")
     assert me.injected(raw) == [] and me.trace(raw)["skipped"] == "no_memories"
+
+
+def test_a_redis_outage_still_answers_without_memories(
+    make_gateway: GatewayFactory, tmp_path: Any
+) -> None:
+    """Recall for a user known to have memories starts its searches before the settings read
+    returns; when Redis is gone all of it fails together and the request is still answered."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server = EmbeddedRedis(tmp_path / "own-redis")
+    url = server.start()
+    try:
+        gw = make_gateway(redis_url=url)
+        me = User(gw)
+        mid = me.remember("Always answer me in Chinese")
+        assert me.injected(me.ask("What language should you answer me in?")) == [mid]
+        server.stop()
+        for _ in range(2):
+            raw = me.ask("What language should you answer me in?")
+            assert raw.http_response.status_code == 200
+            assert me.injected(raw) == []
+            assert raw.parse().choices[0].message.content
+        text = httpx.get(f"{gw.url}/metrics").text
+        errors = {
+            s.labels["component"]: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "memgate_backend_errors_total"
+        }
+        assert errors["redis"] >= 2, errors
+    finally:
+        server.stop()
