@@ -88,6 +88,7 @@ _MEMORY_FIELDS = [
 # HMGET for many keys in one command: a redis-py pipeline of one HMGET per key costs about
 # 60 us of client time per key (2.3 ms for a recall's ~35 candidates, measured), the script
 # about 1 ms in all.
+_LOAD_SLICE = 200
 _HMGET_MANY = """
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -329,15 +330,17 @@ class Store:
     ) -> dict[str, Memory]:
         """Memories by key, in the keys' order, read in one round trip; a key deleted in
         the meantime is simply absent."""
-        if not keys:
-            return {}
-        rows = await self._hmget_many(keys=keys, args=fields)
         out: dict[str, Memory] = {}
-        for key, values in zip(keys, rows, strict=True):
-            raw = {f: v for f, v in zip(fields, values, strict=True) if v is not None}
-            if "content" in raw:
-                raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
-                out[key] = Memory.from_hash(raw)
+        # In slices: a script holds Redis for its whole run, and a long listing must not
+        # stall everyone else's recall (200 keys take a few ms of Redis time).
+        for start in range(0, len(keys), _LOAD_SLICE):
+            part = keys[start : start + _LOAD_SLICE]
+            rows = await self._hmget_many(keys=part, args=fields)
+            for key, values in zip(part, rows, strict=True):
+                raw = {f: v for f, v in zip(fields, values, strict=True) if v is not None}
+                if "content" in raw:
+                    raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
+                    out[key] = Memory.from_hash(raw)
         return out
 
     async def similar_memories(

@@ -481,3 +481,28 @@ def test_every_field_survives_the_hash_round_trip() -> None:
     assert Memory.from_hash(raw) == memory
     values = [getattr(memory, f.name) for f in fields(Memory)]
     assert len({repr(v) for v in values}) == len(values)  # all distinct: a swap would show
+
+
+async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) -> None:
+    """Listings read memories a slice of keys per script call; none may fall between."""
+    import numpy as np
+
+    from gateway.records import Memory, new_memory_id
+
+    me = who()
+    await service.ready()
+    now = service.clock.now()
+    written = set()
+    for i in range(450):
+        memory = Memory(
+            id=new_memory_id(), tenant=me.tenant, user=me.user, content=f"fact number {i}",
+            type="project", source="user_stated", created_at=now, updated_at=now,
+            confirmed_at=now, embedding_model=service.embedder.model_id,
+        )
+        vector = np.zeros(service.embedder.dims or 512, dtype=np.float32)
+        vector[i % 512] = 1.0
+        await service.store.put_memory(memory, search_text="fact", embedding=vector, expire_at=None)
+        written.add(memory.content)
+    listed = await service.list(me)
+    assert len(listed) == 450
+    assert {m.content for m in listed} == written
