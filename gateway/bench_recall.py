@@ -535,10 +535,10 @@ class Probe:
         """Every part once per query, round robin, so load drift hits all parts alike."""
         store, ident, index = self.store, self.ident, self.store.index
         for text in self.queries:
-            by_vector = await store.vector_hits(
+            by_vector, _ = await store.vector_hits(
                 self._filter(), self.vectors[text], self.pool, large=self.large
             )
-            by_text = await store.text_hits(self._filter(), self.texts[text], self.pool)
+            by_text, _ = await store.text_hits(self._filter(), self.texts[text], self.pool)
             self.keys[text] = list(dict.fromkeys([*by_vector, *by_text]))
 
         def candidates(text: str) -> Awaitable[Any]:
@@ -573,17 +573,27 @@ class Probe:
             ("PING (loopback round-trip floor)", lambda t: store.redis.ping()),
             ("recall_candidates: KNN + BM25 gathered", candidates),
             (
-                "  KNN, keys (as recall runs it)",
+                "  KNN + its memories, one script call (as recall)",
+                lambda t: store.vector_hits(
+                    self._filter(), self.vectors[t], self.pool, large=self.large, load=True
+                ),
+            ),
+            (
+                "  KNN, keys only",
                 lambda t: store.vector_hits(
                     self._filter(), self.vectors[t], self.pool, large=self.large
                 ),
             ),
             (
-                "  BM25, keys (as recall runs it)",
+                "  BM25 + its memories, one script call (as recall)",
+                lambda t: store.text_hits(self._filter(), self.texts[t], self.pool, load=True),
+            ),
+            (
+                "  BM25, keys only",
                 lambda t: store.text_hits(self._filter(), self.texts[t], self.pool),
             ),
             (
-                "  load the candidates: one HMGET script (as recall)",
+                "  load both searches' memories: one HMGET script",
                 lambda t: store.load_memories(self.keys[t]),
             ),
             (

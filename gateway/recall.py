@@ -163,11 +163,15 @@ class Recaller:
         try:
             vector = (await searches.embedding)[0]
             t_embed = clock.monotonic()
-            by_vector = await store.vector_hits(
-                searches.expr, vector, self.policy.recall.candidate_pool, large=count > LARGE_USER
+            by_vector, near = await store.vector_hits(
+                searches.expr,
+                vector,
+                self.policy.recall.candidate_pool,
+                large=count > LARGE_USER,
+                load=True,
             )
-            by_text, loaded = await searches.keywords
-            hits = await store.load_hits(by_vector, by_text, loaded)
+            by_text, worded = await searches.keywords
+            hits = await store.load_hits(by_vector, by_text, near | worded)
         except BaseException:
             searches.cancel()
             raise
@@ -197,13 +201,15 @@ class Recaller:
             task=ident.task,
             now_ts=now.timestamp(),
         )
-        # The keyword search and the loading of what it found run while the query is
-        # embedded (off the event loop); only the vector search waits for the embedding.
+        # The keyword search (with the memories it finds) runs while the query is embedded
+        # (off the event loop); only the vector search waits for the embedding.
         return _Searches(
             expr,
             asyncio.ensure_future(self.embedder.embed([text])),
             asyncio.ensure_future(
-                self._keywords(expr, search_text(text), self.policy.recall.candidate_pool)
+                self.store.text_hits(
+                    expr, search_text(text), self.policy.recall.candidate_pool, load=True
+                )
             ),
         )
 
@@ -213,12 +219,6 @@ class Recaller:
         seen[owner] = None
         if len(seen) > _SEEN_CAPACITY:
             del seen[next(iter(seen))]
-
-    async def _keywords(
-        self, expr: FilterExpression, query: str, pool: int
-    ) -> tuple[dict[str, float], dict[str, Memory]]:
-        by_text = await self.store.text_hits(expr, query, pool)
-        return by_text, await self.store.load_memories(list(by_text))
 
     async def _check(
         self, result: RecallResult, ident: Identity, now: datetime, paused: bool

@@ -506,3 +506,25 @@ async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) ->
     listed = await service.list(me)
     assert len(listed) == 450
     assert {m.content for m in listed} == written
+
+
+async def test_search_with_its_memories_in_one_call_matches_search_then_load(
+    service: Memories,
+) -> None:
+    """The script that searches and loads in one round trip gives what two calls give."""
+    me = who()
+    for text in ("I prefer green tea", "我每天早上喝绿茶", "My cat is called Tofu"):
+        await service.create(me, content=text, type="preference")
+    store = service.store
+    expr = store.recall_filter(me.tenant, me.user, project_id=None, task=None, now_ts=0.0)
+    vector = (await service.embedder.embed(["green tea"]))[0]
+    for large in (False, True):
+        scores, none = await store.vector_hits(expr, vector, 20, large=large)
+        scores_loaded, loaded = await store.vector_hits(expr, vector, 20, large=large, load=True)
+        assert none == {} and scores_loaded == scores and len(scores) == 3
+        assert loaded == await store.load_memories(list(scores))
+    scores, _ = await store.text_hits(expr, "green tea", 20)
+    scores_loaded, loaded = await store.text_hits(expr, "green tea", 20, load=True)
+    assert scores_loaded == scores and list(loaded) == list(scores)
+    assert [m.content for m in loaded.values()] == ["I prefer green tea"]
+    assert (await store.text_hits(expr, "", 20, load=True)) == ({}, {})
