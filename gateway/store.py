@@ -523,13 +523,9 @@ class Store:
         text: dict[str, float],
         loaded: dict[str, Memory] | None = None,
     ) -> list[Hit]:
-        """The union of both searches' keys as hits; keys not in ``loaded`` are read in one
-        round trip.
-
-        The searches return keys only: loading fields inside FT.SEARCH (twice, for
-        overlapping results) cost more than reading each distinct key once. A memory deleted
-        in between is simply gone.
-        """
+        """The union of both searches' keys as hits. The searches usually bring their
+        memories (``load=True``); keys not in ``loaded`` are read in one round trip, and a
+        memory deleted in between is simply gone."""
         memories = dict(loaded or {})
         keys = list(dict.fromkeys([*vector, *text]))
         missing = [key for key in keys if key not in memories]
