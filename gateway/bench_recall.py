@@ -385,23 +385,14 @@ def _memory(
 async def write_memories(
     store: Store, memories: Sequence[Memory], vectors: Sequence[np.ndarray]
 ) -> None:
-    """Pipelined HSETs in the store's key layout, exactly the fields ``put_memory`` writes."""
+    """The store's bulk write (``put_memory``'s fields and expiry), a batch per pipeline."""
     for start in range(0, len(memories), _WRITE_BATCH):
-        async with store.redis.pipeline(transaction=False) as pipe:
-            for memory, vector in zip(
-                memories[start : start + _WRITE_BATCH],
-                vectors[start : start + _WRITE_BATCH],
-                strict=True,
-            ):
-                mapping: dict[Any, Any] = memory.to_hash(
-                    search_text=search_text(memory.content),
-                    embedding=np.asarray(vector, np.float32).tobytes(),
-                )
-                key = store.memory_key(memory.tenant, memory.user, memory.id)
-                pipe.hset(key, mapping=mapping)
-                if memory.expires_at is not None:
-                    pipe.expireat(key, int(memory.expires_at.timestamp()) + 1)
-            await pipe.execute()
+        batch = zip(
+            memories[start : start + _WRITE_BATCH],
+            vectors[start : start + _WRITE_BATCH],
+            strict=True,
+        )
+        await store.put_memories((m, search_text(m.content), v) for m, v in batch)
     # Keep the per-user size that Memories.create maintains (it picks the search strategy).
     per_user: dict[tuple[str, str], int] = {}
     for memory in memories:

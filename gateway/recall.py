@@ -24,7 +24,7 @@ from .identity import Identity
 from .policy import Policy, RecallSpec
 from .records import Memory
 from .sensitivity import redact
-from .store import Hit, Store
+from .store import Hit, Store, merge_hits
 from .textsearch import search_text
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
@@ -171,7 +171,7 @@ class Recaller:
                 load=True,
             )
             by_text, worded = await searches.keywords
-            hits = await store.load_hits(by_vector, by_text, near | worded)
+            hits = merge_hits(by_vector, by_text, near | worded)
         except BaseException:
             searches.cancel()
             raise
