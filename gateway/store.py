@@ -98,9 +98,9 @@ return out
 """
 # FT.SEARCH and the found memories' fields in one round trip. Timed alone at 10k memories,
 # the script call took 1.3-1.5 ms, a search and then a load (memories built) 2.1-2.6 ms;
-# within whole recalls the p50 gain was smaller (about 0.3 ms over five paired runs). It reads keys it learns from the
-# search itself, so it declares no-cluster: the store wants a standalone Redis, as its
-# key-spanning HMGET script does too.
+# within whole recalls the p50 gain was smaller (about 0.3 ms over five paired runs). It
+# reads keys it learns from the search itself, so it declares no-cluster: the store wants a
+# standalone Redis, as its key-spanning HMGET script does too.
 # ARGV: n, the row step of the reply (2, or 3 with scores), n FT.SEARCH arguments, fields.
 _SEARCH_AND_LOAD = """#!lua flags=no-writes,no-cluster
 local n, step = tonumber(ARGV[1]), tonumber(ARGV[2])
