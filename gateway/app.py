@@ -23,7 +23,7 @@ from .admin import LoginThrottle
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
-from .embed import Embedder, make_embedder
+from .embed import Embedder, LocalEmbedder, make_embedder
 from .errors import MemgateError, error_body
 from .extract_llm import make_extractor
 from .memories import Memories
@@ -33,6 +33,7 @@ from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
 from .recall import Recaller
+from .reembed import carry_over
 from .store import Store
 from .tokens import prepare_cache
 from .upstream import Upstream
@@ -91,6 +92,15 @@ async def readyz(state: State) -> Response[dict[str, Any]]:
 async def metrics_endpoint(state: State) -> Response[bytes]:
     payload, content_type = state.metrics.render()
     return Response(payload, media_type=content_type)
+
+
+async def _carry_over(memories: Memories, *, automatic: bool) -> None:
+    """Memories left under an earlier embedding model, moved in the background (or reported):
+    serving does not wait, and a failure here only costs the move, retried at next start."""
+    try:
+        await carry_over(memories, automatic=automatic)
+    except Exception as exc:
+        log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
 
 
 async def _sample_gauges(store: Store, metrics: Metrics, clock: Clock, every: float = 15.0) -> None:
@@ -181,8 +191,12 @@ def create_app(
             await store.check_query_engine()
             await the_embedder.warm_up()
             memories = Memories(store, the_embedder, the_policy, the_clock)
+            loop = asyncio.get_running_loop()
+            chores = []
             if the_embedder.dims is not None:
                 await memories.ready()
+                automatic = isinstance(the_embedder, LocalEmbedder)
+                chores.append(loop.create_task(_carry_over(memories, automatic=automatic)))
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
@@ -199,13 +213,14 @@ def create_app(
                 candidates=queue,
             )
             app.state.memory = flow
-            loop = asyncio.get_running_loop()
             sampler = loop.create_task(
                 _sample_gauges(store, metrics, the_clock, settings.metrics_sample_seconds)
             )
             stop_miner = asyncio.Event()
             miner = loop.create_task(queue.run_worker(stop_miner))
             yield
+            for chore in chores:
+                chore.cancel()
             sampler.cancel()
             stop_miner.set()
             await asyncio.wait([miner], timeout=5)

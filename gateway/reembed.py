@@ -1,54 +1,82 @@
-"""``memgate reembed``: move memories written under another embedding model into the current one.
+"""Moving memories written under another embedding model into the current one.
 
 Each model has its own index and key prefix (``memgate:mem:<model>-<dims>``), so vectors of two
-models never mix; this command re-embeds every memory found under another prefix with the
-configured embedder, writes it under the current prefix with the same id, TTL and fields,
-and only then deletes the old key.
+models never mix. ``reembed`` re-embeds every memory found under another prefix with the
+configured embedder and moves it under the current prefix with the same id, TTL and fields;
+the write and the old key's deletion are one transaction, skipped if the old key changed or
+went meanwhile (another replica moving it, or an older one editing it), so nothing is lost
+or written twice; what was skipped is moved by the next run.
+
+``carry_over`` runs at start-up: with the local embedder (no cost per call) it moves what an
+earlier local model left, in the background; with an upstream embedder it only warns, since
+re-embedding calls the paid API and is the operator's choice (``memgate reembed``).
 """
 
 from __future__ import annotations
 
+import structlog
+
 from .embed import Embedder
 from .memories import Memories
 from .records import Memory
-from .store import KEY_ROOT
 from .textsearch import search_text
+
+log = structlog.get_logger("memgate")
 
 
 async def reembed(memories: Memories, batch: int = 64) -> int:
+    """Memories moved from other models' prefixes into the current one."""
     await memories.ready()
-    store = memories.store
-    current = store.memory_key("x", "x", "x").rsplit(":x:x:x", 1)[0]
     moved = 0
-    pending: list[tuple[bytes, Memory, int]] = []
-    async for key in store.redis.scan_iter(match=f"{KEY_ROOT}:mem:*", count=1000):
-        if key.decode().startswith(current + ":"):
-            continue
-        raw = await store.redis.hgetall(key)
-        if not raw or b"content" not in raw:
-            continue
-        ttl = int(await store.redis.pttl(key))
-        pending.append((key, Memory.from_hash(raw), ttl))
+    pending: list[tuple[bytes, dict[bytes, bytes], int]] = []
+    async for found in memories.store.memories_elsewhere():
+        pending.append(found)
         if len(pending) >= batch:
             moved += await _flush(pending, memories.embedder, memories)
     moved += await _flush(pending, memories.embedder, memories)
     return moved
 
 
-async def _flush(pending: list[tuple[bytes, Memory, int]], embedder: Embedder,
-                 memories: Memories) -> int:
+async def carry_over(memories: Memories, *, automatic: bool) -> int:
+    """At start-up: memories under another model are moved (``automatic``) or reported."""
+    elsewhere = {
+        name: count
+        for name, count in (await memories.store.other_model_indexes()).items()
+        if count
+    }
+    if not elsewhere:
+        return 0
+    if not automatic:
+        log.warning(
+            "memories_under_another_model",
+            indexes=elsewhere,
+            hint="recall does not see them until `memgate reembed` moves them",
+        )
+        return 0
+    log.info("reembed_started", indexes=elsewhere)
+    moved = await reembed(memories)
+    log.info("reembed_finished", moved=moved)
+    return moved
+
+
+async def _flush(
+    pending: list[tuple[bytes, dict[bytes, bytes], int]], embedder: Embedder, memories: Memories
+) -> int:
     if not pending:
         return 0
-    store = memories.store
-    vectors = await embedder.embed([memory.content for _, memory, _ in pending])
-    for (old_key, memory, ttl_ms), vector in zip(pending, vectors, strict=True):
+    found = [Memory.from_hash(raw) for _, raw, _ in pending]
+    vectors = await embedder.embed([memory.content for memory in found])
+    moved = 0
+    now = memories.clock.now().timestamp()
+    for (old_key, raw, ttl_ms), memory, vector in zip(pending, found, vectors, strict=True):
         memory.embedding_model = embedder.model_id
-        expire_at = None
-        if ttl_ms > 0:
-            expire_at = memories.clock.now().timestamp() + ttl_ms / 1000
-        await store.put_memory(memory, search_text=search_text(memory.content),
-                               embedding=vector, expire_at=expire_at)
-        await store.redis.delete(old_key)
-    count = len(pending)
+        moved += await memories.store.move_memory(
+            old_key,
+            raw,
+            memory,
+            search_text=search_text(memory.content),
+            embedding=vector,
+            expire_at=now + ttl_ms / 1000 if ttl_ms > 0 else None,
+        )
     pending.clear()
-    return count
+    return moved

@@ -19,7 +19,7 @@ import numpy as np
 import redis.asyncio as aredis
 from redis.commands.search import reducers
 from redis.commands.search.aggregation import AggregateRequest
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError, WatchError
 from redisvl.index import AsyncSearchIndex
 from redisvl.query import CountQuery, FilterQuery, TextQuery, VectorQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
@@ -651,6 +651,58 @@ class Store:
     async def history(self, tenant: str, user: str, memory_id: str) -> list[dict[str, Any]]:
         rows = await self.redis.lrange(self._key("hist", tenant, user, memory_id), 0, -1)
         return [json.loads(row) for row in rows]
+
+    # -- another embedding model's memories ---------------------------------------------------
+
+    async def other_model_indexes(self) -> dict[str, int]:
+        """Memory indexes of other embedding models (name -> documents), left from before
+        a model change."""
+        mine = self.index.name
+        found: dict[str, int] = {}
+        for raw in await self.redis.execute_command("FT._LIST"):
+            name = _s(raw)
+            if name.startswith(f"{KEY_ROOT}-mem-") and name != mine:
+                info = await self.redis.ft(name).info()
+                found[name] = int(float(_s(info.get("num_docs", 0))))
+        return found
+
+    async def memories_elsewhere(self) -> AsyncIterator[tuple[bytes, dict[bytes, bytes], int]]:
+        """Memory hashes stored under another model's key prefix: (key, hash, TTL in ms)."""
+        async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:mem:*", count=1000):
+            if key.decode().startswith(self._prefix + ":"):
+                continue
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(key)
+                pipe.pttl(key)
+                raw, ttl = await pipe.execute()
+            if raw and b"content" in raw:
+                yield key, raw, int(ttl)
+
+    async def move_memory(
+        self,
+        old_key: bytes,
+        read: dict[bytes, bytes],
+        memory: Memory,
+        *,
+        search_text: str,
+        embedding: np.ndarray,
+        expire_at: float | None,
+    ) -> bool:
+        """Write ``memory`` under the current model and delete ``old_key`` in one
+        transaction, only while the old hash is still what was ``read`` (a replica of the
+        previous version may edit it, another may be moving it); False when it was not."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(old_key)
+                if await pipe.hgetall(old_key) != read:
+                    return False
+                pipe.multi()
+                self._queue_put(pipe, memory, search_text, embedding, expire_at)
+                pipe.delete(old_key)
+                await pipe.execute()
+            except WatchError:
+                return False
+        return True
 
     async def all_keys(self) -> AsyncIterator[bytes]:
         """Every memgate key (tests scan them for leaked secrets)."""

@@ -15,7 +15,15 @@ from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.embed import LocalEmbedder
 from gateway.redis_server import EmbeddedRedis, free_port
+from gateway.tokens import prepare_cache
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_tokens(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """tiktoken's files from the installed packages, as `memgate serve` prepares them, for
+    tests that count tokens without starting a gateway first."""
+    prepare_cache(tmp_path_factory.mktemp("tiktoken"))
 
 
 @pytest.fixture(scope="session")

