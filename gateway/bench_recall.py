@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -466,6 +467,12 @@ def recall_filter(
     return expr & (Num("expires_ts") > now_ts) if expiry else expr
 
 
+@functools.cache
+def _float_use() -> OnnxUse:
+    """The encoder with float weights (model ``usem3``), loaded once, for comparison."""
+    return OnnxUse(quantized=False)
+
+
 class Probe:
     """Stages of recall timed one by one, and variants of its Redis work, for the "where the
     time goes" table. Queries are embedded (and their candidates found) once up front, so the
@@ -492,7 +499,7 @@ class Probe:
         }
         self.texts = {q: search_text(q) for q in self.queries}
         self.keys: dict[str, list[str]] = {}
-        self.float_use = OnnxUse(quantized=False)  # the float weights, for comparison
+        self.float_use = _float_use()
 
     def _filter(self, expiry: bool = True) -> FilterExpression:
         return recall_filter(TENANT, self.ident.user, time.time(), expiry=expiry)
