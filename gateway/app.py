@@ -33,7 +33,7 @@ from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
 from .recall import Recaller
-from .reembed import carry_over
+from .reembed import keep_carrying_over
 from .store import Store
 from .tokens import prepare_cache
 from .upstream import Upstream
@@ -92,15 +92,6 @@ async def readyz(state: State) -> Response[dict[str, Any]]:
 async def metrics_endpoint(state: State) -> Response[bytes]:
     payload, content_type = state.metrics.render()
     return Response(payload, media_type=content_type)
-
-
-async def _carry_over(memories: Memories, *, automatic: bool) -> None:
-    """Memories left under an earlier embedding model, moved in the background (or reported):
-    serving does not wait, and a failure here only costs the move, retried at next start."""
-    try:
-        await carry_over(memories, automatic=automatic)
-    except Exception as exc:
-        log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
 
 
 async def _sample_gauges(store: Store, metrics: Metrics, clock: Clock, every: float = 15.0) -> None:
@@ -196,7 +187,7 @@ def create_app(
             if the_embedder.dims is not None:
                 await memories.ready()
                 automatic = isinstance(the_embedder, LocalEmbedder)
-                chores.append(loop.create_task(_carry_over(memories, automatic=automatic)))
+                chores.append(loop.create_task(keep_carrying_over(memories, automatic=automatic)))
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories

@@ -7,12 +7,16 @@ the write and the old key's deletion are one transaction, skipped if the old key
 went meanwhile (another replica moving it, or an older one editing it), so nothing is lost
 or written twice; what was skipped is moved by the next run.
 
-``carry_over`` runs at start-up: with the local embedder (no cost per call) it moves what an
-earlier local model left, in the background; with an upstream embedder it only warns, since
-re-embedding calls the paid API and is the operator's choice (``memgate reembed``).
+``keep_carrying_over`` runs beside the gateway: with the local embedder (no cost per call) it
+moves what an earlier local model left, and again every few minutes, since replicas of the
+previous release may still write there during a rolling upgrade; with an upstream embedder it
+only warns, once, since re-embedding calls the paid API and is the operator's choice
+(``memgate reembed``).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import structlog
 
@@ -57,6 +61,22 @@ async def carry_over(memories: Memories, *, automatic: bool) -> int:
     moved = await reembed(memories)
     log.info("reembed_finished", moved=moved)
     return moved
+
+
+async def keep_carrying_over(
+    memories: Memories, *, automatic: bool, every: float = 300.0
+) -> None:
+    """``carry_over`` in the background until cancelled (reporting only: once). Serving
+    never waits for it; a failed round is logged and retried. When nothing is left, a round
+    is an index listing."""
+    while True:
+        try:
+            await carry_over(memories, automatic=automatic)
+        except Exception as exc:
+            log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
+        if not automatic:
+            return
+        await asyncio.sleep(every)
 
 
 async def _flush(

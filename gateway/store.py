@@ -727,10 +727,12 @@ def _memories(keys: list[str], rows: list[Any], fields: list[str]) -> dict[str, 
     """HMGET rows as memories by key; a key deleted in the meantime has no content."""
     out: dict[str, Memory] = {}
     for key, values in zip(keys, rows, strict=True):
-        raw = {f: v for f, v in zip(fields, values, strict=True) if v is not None}
+        # decoded here in one pass: the reply holds only bytes or None (one memory's
+        # fields per row), so from_hash's per-field type checks are not needed
+        raw = {f: v.decode() for f, v in zip(fields, values, strict=True) if v is not None}
         if "content" in raw:
             raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
-            out[key] = Memory.from_hash(raw)
+            out[key] = Memory.from_fields(raw)
     return out
 
 

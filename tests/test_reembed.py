@@ -19,7 +19,7 @@ from gateway.memories import Memories
 from gateway.policy import load_policy
 from gateway.records import Memory
 from gateway.redis_server import EmbeddedRedis
-from gateway.reembed import carry_over, reembed
+from gateway.reembed import carry_over, keep_carrying_over, reembed
 from gateway.store import Store
 from tests.conftest import GatewayFactory, Upstream
 
@@ -163,3 +163,34 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
         await embedder.aclose()
         await store.aclose()
         await old_store.aclose()
+
+
+async def test_moving_repeats_for_memories_an_older_replica_writes_later(
+    tmp_path: Path, shared_embedder: LocalEmbedder
+) -> None:
+    """During a rolling upgrade replicas of the previous release still write under the old
+    model; the background move picks those up in a later round."""
+    me = Identity(tenant="t-rolling", user="kim", project_id=None, mode="on", trace_id="tr_v")
+    with EmbeddedRedis(tmp_path) as server:
+        old_store, store = Store(server.url), Store(server.url)
+        old = Memories(old_store, EarlierLocal(), load_policy(), SystemClock())
+        await old.ready()
+        first = await old.create(me, content="I live in Lisbon", type="profile")
+        new = Memories(store, shared_embedder, load_policy(), SystemClock())
+        await new.ready()
+        mover = asyncio.ensure_future(keep_carrying_over(new, automatic=True, every=0.05))
+        try:
+            later = None
+            for _ in range(200):
+                ids = {m.id for m in await new.list(me)}
+                if later is None and first.memory.id in ids:
+                    later = await old.create(me, content="I work as a nurse", type="profile")
+                if later is not None and later.memory.id in ids:
+                    break
+                await asyncio.sleep(0.05)
+            assert later is not None and ids == {first.memory.id, later.memory.id}
+            assert await old.list(me) == []
+        finally:
+            mover.cancel()
+            await old_store.aclose()
+            await store.aclose()
