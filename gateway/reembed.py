@@ -87,7 +87,6 @@ async def _flush(
     found = [Memory.from_hash(raw) for _, raw, _ in pending]
     vectors = await embedder.embed([memory.content for memory in found])
     moved = 0
-    now = memories.clock.now().timestamp()
     for (old_key, raw, ttl_ms), memory, vector in zip(pending, found, vectors, strict=True):
         memory.embedding_model = embedder.model_id
         moved += await memories.store.move_memory(
@@ -96,7 +95,7 @@ async def _flush(
             memory,
             search_text=search_text(memory.content),
             embedding=vector,
-            expire_at=now + ttl_ms / 1000 if ttl_ms > 0 else None,
+            ttl_ms=ttl_ms,
         )
     pending.clear()
     return moved

@@ -686,18 +686,21 @@ class Store:
         *,
         search_text: str,
         embedding: np.ndarray,
-        expire_at: float | None,
+        ttl_ms: int,
     ) -> bool:
-        """Write ``memory`` under the current model and delete ``old_key`` in one
-        transaction, only while the old hash is still what was ``read`` (a replica of the
-        previous version may edit it, another may be moving it); False when it was not."""
+        """Write ``memory`` under the current model, with the old key's remaining TTL (Redis
+        time, whatever clock the gateway runs on), and delete ``old_key``, in one transaction,
+        only while the old hash is still what was ``read`` (a replica of the previous version
+        may edit it, another may be moving it); False when it was not."""
         async with self.redis.pipeline(transaction=True) as pipe:
             try:
                 await pipe.watch(old_key)
                 if await pipe.hgetall(old_key) != read:
                     return False
                 pipe.multi()
-                self._queue_put(pipe, memory, search_text, embedding, expire_at)
+                self._queue_put(pipe, memory, search_text, embedding, None)
+                if ttl_ms > 0:
+                    pipe.pexpire(self.memory_key(memory.tenant, memory.user, memory.id), ttl_ms)
                 pipe.delete(old_key)
                 await pipe.execute()
             except WatchError:

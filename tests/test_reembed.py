@@ -128,7 +128,7 @@ async def test_a_move_skips_a_memory_changed_since_it_was_read(tmp_path: Path) -
         await old.update(me, made.memory.id, {"content": "I live in Munich"})
         moved = await store.move_memory(
             key, raw, Memory.from_hash(raw), search_text="berlin",
-            embedding=np.zeros(512, np.float32), expire_at=None,
+            embedding=np.zeros(512, np.float32), ttl_ms=-1,
         )
         assert moved is False
         assert (await old.get(me, made.memory.id)).content == "I live in Munich"
