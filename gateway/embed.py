@@ -89,7 +89,8 @@ class LocalEmbedder:
         """On the event loop: one short text is about a millisecond of CPU, and a thread
         handoff beside the loop's own work cost more than it saved on two cores (recall p50
         at 10k memories 3.1-3.3 ms against 5.3-6.0 ms, back to back; more recalls per second
-        at 1, 8 and 32 in flight). The recaller puts its searches on the wire first."""
+        in most paired runs at 1, 8 and 32 in flight). The recaller puts its searches on the
+        wire first."""
         return self.embed_sync([text])[0]
 
     async def warm_up(self) -> None:
