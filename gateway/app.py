@@ -23,7 +23,7 @@ from .admin import LoginThrottle
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
-from .embed import Embedder, LocalEmbedder, make_embedder
+from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
 from .extract_llm import make_extractor
 from .memories import Memories
@@ -183,11 +183,10 @@ def create_app(
             await the_embedder.warm_up()
             memories = Memories(store, the_embedder, the_policy, the_clock)
             loop = asyncio.get_running_loop()
-            chores = []
+            carrying = None
             if the_embedder.dims is not None:
                 await memories.ready()
-                automatic = isinstance(the_embedder, LocalEmbedder)
-                chores.append(loop.create_task(keep_carrying_over(memories, automatic=automatic)))
+                carrying = loop.create_task(keep_carrying_over(memories))
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
@@ -210,8 +209,8 @@ def create_app(
             stop_miner = asyncio.Event()
             miner = loop.create_task(queue.run_worker(stop_miner))
             yield
-            for chore in chores:
-                chore.cancel()
+            if carrying is not None:
+                carrying.cancel()
             sampler.cancel()
             stop_miner.set()
             await asyncio.wait([miner], timeout=5)

@@ -906,7 +906,8 @@ def _recall_report(
     lines.append(_table(header, rows, left=1))
     lines += [
         "",
-        "Recall latency, ms (Recaller.timings_ms; embed includes the settings read before it):",
+        "Recall latency, ms (Recaller.timings_ms; embed: from the start until the vector search"
+        " is sent, keyword search and settings read started beside it):",
     ]
     rows = []
     for r in runs:

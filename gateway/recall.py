@@ -28,9 +28,6 @@ from .textsearch import search_text
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
-# Loop turns given to started Redis commands before the query is embedded (two were needed,
-# measured; one more in case a write takes another hop).
-_SEND_TURNS = 3
 CHECKS = (
     "expired",
     "scope",
@@ -217,11 +214,7 @@ class Recaller:
             self.store.text_hits(expr, search_text(text), pool, load=True)
         )
         try:
-            # The started commands must be on the wire before a local embedder holds the
-            # loop: redis-py writes through asyncio.wait_for, which on Python 3.11 runs the
-            # write as a task of its own, a loop turn after the command's task starts.
-            for _ in range(_SEND_TURNS):
-                await asyncio.sleep(0)
+            await self.store.sent()  # before a local embedder holds the loop
             vector = await self.embedder.embed_query(text)
         except BaseException:
             _abandon(keywords)

@@ -7,10 +7,10 @@ the write and the old key's deletion are one transaction, skipped if the old key
 went meanwhile (another replica moving it, or an older one editing it), so nothing is lost
 or written twice; what was skipped is moved by the next run.
 
-``keep_carrying_over`` runs beside the gateway: with the local embedder (no cost per call) it
-moves what an earlier local model left, and again every few minutes, since replicas of the
-previous release may still write there during a rolling upgrade; with an upstream embedder it
-only warns, once, since re-embedding calls the paid API and is the operator's choice
+``keep_carrying_over`` runs beside the gateway: with an embedder that costs nothing per call
+(the local one) it moves what an earlier model left, and again every few minutes, since
+replicas of the previous release may still write there during a rolling upgrade; with a paid
+one (upstream) it only warns, once, since re-embedding is then the operator's choice
 (``memgate reembed``).
 """
 
@@ -20,7 +20,6 @@ import asyncio
 
 import structlog
 
-from .embed import Embedder
 from .memories import Memories
 from .records import Memory
 from .textsearch import search_text
@@ -36,13 +35,13 @@ async def reembed(memories: Memories, batch: int = 64) -> int:
     async for found in memories.store.memories_elsewhere():
         pending.append(found)
         if len(pending) >= batch:
-            moved += await _flush(pending, memories.embedder, memories)
-    moved += await _flush(pending, memories.embedder, memories)
+            moved += await _flush(pending, memories)
+    moved += await _flush(pending, memories)
     return moved
 
 
-async def carry_over(memories: Memories, *, automatic: bool) -> int:
-    """At start-up: memories under another model are moved (``automatic``) or reported."""
+async def carry_over(memories: Memories) -> int:
+    """Memories under another model: moved, or only reported when the embedder is paid."""
     elsewhere = {
         name: count
         for name, count in (await memories.store.other_model_indexes()).items()
@@ -50,7 +49,7 @@ async def carry_over(memories: Memories, *, automatic: bool) -> int:
     }
     if not elsewhere:
         return 0
-    if not automatic:
+    if memories.embedder.paid:
         log.warning(
             "memories_under_another_model",
             indexes=elsewhere,
@@ -63,27 +62,24 @@ async def carry_over(memories: Memories, *, automatic: bool) -> int:
     return moved
 
 
-async def keep_carrying_over(
-    memories: Memories, *, automatic: bool, every: float = 300.0
-) -> None:
+async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> None:
     """``carry_over`` in the background until cancelled (reporting only: once). Serving
     never waits for it; a failed round is logged and retried. When nothing is left, a round
-    is an index listing."""
+    is an index listing and a count per other model's index."""
     while True:
         try:
-            await carry_over(memories, automatic=automatic)
+            await carry_over(memories)
         except Exception as exc:
             log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
-        if not automatic:
+        if memories.embedder.paid:
             return
         await asyncio.sleep(every)
 
 
-async def _flush(
-    pending: list[tuple[bytes, dict[bytes, bytes], int]], embedder: Embedder, memories: Memories
-) -> int:
+async def _flush(pending: list[tuple[bytes, dict[bytes, bytes], int]], memories: Memories) -> int:
     if not pending:
         return 0
+    embedder = memories.embedder
     found = [Memory.from_hash(raw) for _, raw, _ in pending]
     vectors = await embedder.embed([memory.content for memory in found])
     moved = 0

@@ -28,6 +28,9 @@ from redisvl.schema import IndexSchema
 from .records import Memory
 
 KEY_ROOT = "memgate"
+# Each embedding model's memories: an index named and a key prefix started like this.
+_MEMORY_INDEX = f"{KEY_ROOT}-mem-"
+_MEMORY_KEYS = f"{KEY_ROOT}:mem:"
 RECENT_TRACES = 50
 _MAX_PAGE = 10_000
 
@@ -214,10 +217,10 @@ class Store:
 
     async def ensure_memory_index(self, model_id: str, dims: int) -> None:
         """One index per embedding model and size, so vectors of two models never mix."""
-        name = f"{KEY_ROOT}-mem-{model_id}-{dims}"
+        name = f"{_MEMORY_INDEX}{model_id}-{dims}"
         if self._index is not None and self._index.name == name:
             return
-        self._prefix = f"{KEY_ROOT}:mem:{model_id}-{dims}"
+        self._prefix = f"{_MEMORY_KEYS}{model_id}-{dims}"
         index = AsyncSearchIndex(memory_schema(name, self._prefix, dims), redis_client=self.redis)
         if not await index.exists():
             await index.create(overwrite=False)
@@ -562,6 +565,15 @@ class Store:
         )
         return merge_hits(by_vector, by_text, near | worded)
 
+    @staticmethod
+    async def sent() -> None:
+        """Returns once the commands started so far are written to Redis, for a caller about
+        to hold the event loop: redis-py writes through ``asyncio.wait_for``, which on Python
+        3.11 runs the write as a task of its own a loop turn after the command's task starts
+        (two turns were needed, measured; one more in case a write takes another hop)."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+
     async def mark_injected(self, tenant: str, user: str, ids: list[str], now_ts: float) -> None:
         """Count a use without resurrecting a memory deleted in the meantime."""
         for memory_id in ids:
@@ -661,14 +673,14 @@ class Store:
         found: dict[str, int] = {}
         for raw in await self.redis.execute_command("FT._LIST"):
             name = _s(raw)
-            if name.startswith(f"{KEY_ROOT}-mem-") and name != mine:
+            if name.startswith(_MEMORY_INDEX) and name != mine:
                 info = await self.redis.ft(name).info()
                 found[name] = int(float(_s(info.get("num_docs", 0))))
         return found
 
     async def memories_elsewhere(self) -> AsyncIterator[tuple[bytes, dict[bytes, bytes], int]]:
         """Memory hashes stored under another model's key prefix: (key, hash, TTL in ms)."""
-        async for key in self.redis.scan_iter(match=f"{KEY_ROOT}:mem:*", count=1000):
+        async for key in self.redis.scan_iter(match=f"{_MEMORY_KEYS}*", count=1000):
             if key.decode().startswith(self._prefix + ":"):
                 continue
             async with self.redis.pipeline(transaction=False) as pipe:

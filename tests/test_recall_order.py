@@ -33,6 +33,7 @@ class Watching:
     def __init__(self, inner: LocalEmbedder, redis_url: str) -> None:
         self.inner = inner
         self.model_id = inner.model_id
+        self.paid = inner.paid
         self.dims = inner.dims
         self.watcher = redis.Redis.from_url(redis_url)
         self.seen: list[int] = []

@@ -155,7 +155,7 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
         new = Memories(store, embedder, load_policy(), SystemClock())
         await store.ensure_memory_index(embedder.model_id, 3)
         with structlog.testing.capture_logs() as logs:
-            assert await carry_over(new, automatic=False) == 0
+            assert await carry_over(new) == 0
         [event] = [e for e in logs if e["event"] == "memories_under_another_model"]
         assert event["indexes"] == {"memgate-mem-usem3q8-512": 1}
         assert len(await Memories(old_store, shared_embedder, load_policy(), SystemClock())
@@ -178,7 +178,7 @@ async def test_moving_repeats_for_memories_an_older_replica_writes_later(
         first = await old.create(me, content="I live in Lisbon", type="profile")
         new = Memories(store, shared_embedder, load_policy(), SystemClock())
         await new.ready()
-        mover = asyncio.ensure_future(keep_carrying_over(new, automatic=True, every=0.05))
+        mover = asyncio.ensure_future(keep_carrying_over(new, every=0.05))
         try:
             later = None
             for _ in range(200):
