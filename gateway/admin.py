@@ -41,8 +41,16 @@ _SECURITY_HEADERS = {
 }
 
 # Notices shown after a redirect (?done=<key>); the text lives in admin_text.
-_DONE = {"saved", "deleted", "deleted_project", "deleted_all", "paused", "resumed",
-         "confirmed", "rejected"}
+_DONE = {
+    "saved",
+    "deleted",
+    "deleted_project",
+    "deleted_all",
+    "paused",
+    "resumed",
+    "confirmed",
+    "rejected",
+}
 
 
 def _sign(token: str, message: str) -> str:
@@ -78,8 +86,9 @@ def _lang(request: Request[Any, Any, State]) -> str:
     return pick_lang(request.cookies.get(LANG_COOKIE), request.headers.get("accept-language"))
 
 
-def _page(request: Request[Any, Any, State], name: str, status: int = 200,
-          **context: Any) -> Template:
+def _page(
+    request: Request[Any, Any, State], name: str, status: int = 200, **context: Any
+) -> Template:
     lang = _lang(request)
     session = _session(request)
     template = Template(
@@ -98,8 +107,11 @@ def _page(request: Request[Any, Any, State], name: str, status: int = 200,
         headers=_SECURITY_HEADERS,
     )
     if request.query_params.get("lang") in LANGS:
-        template.cookies.append(Cookie(key=LANG_COOKIE, value=lang, path="/admin",
-                                       samesite="strict", max_age=365 * 86400))
+        template.cookies.append(
+            Cookie(
+                key=LANG_COOKIE, value=lang, path="/admin", samesite="strict", max_age=365 * 86400
+            )
+        )
     return template
 
 
@@ -134,16 +146,22 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
     if isinstance(exc, Unauthorized):
         return Redirect("/admin", status_code=303)
     back = urlsplit(request.headers.get("referer", "")).path
-    return _page(request, "error", status=exc.status_code, message=exc.message,
-                 back=back if back.startswith("/admin") else "/admin")
+    return _page(
+        request,
+        "error",
+        status=exc.status_code,
+        message=exc.message,
+        back=back if back.startswith("/admin") else "/admin",
+    )
 
 
 # -- sign in ---------------------------------------------------------------------------------
 
 
 @get("/")
-async def home(request: Request[Any, Any, State], state: State,
-               tenant: str | None = None) -> Template:
+async def home(
+    request: Request[Any, Any, State], state: State, tenant: str | None = None
+) -> Template:
     if _session(request) is None:
         return _page(request, "login", configured=bool(state.settings.admin_token))
     owners = await state.memories.owners()
@@ -156,10 +174,15 @@ class LoginThrottle:
     """Wrong tokens from one address lock that address out for a while: the token cannot be
     guessed at network speed. Per process (each replica counts its own)."""
 
-    def __init__(self, failures: int = 5, window: float = 60.0, lockout: float = 60.0,
-                 capacity: int = 10_000) -> None:
+    def __init__(
+        self, failures: int = 5, window: float = 60.0, lockout: float = 60.0, capacity: int = 10_000
+    ) -> None:
         self.failures, self.window, self.lockout, self.capacity = (
-            failures, window, lockout, capacity)
+            failures,
+            window,
+            lockout,
+            capacity,
+        )
         self._seen: dict[str, list[float]] = {}
 
     def wait(self, who: str, now: float) -> float:
@@ -187,28 +210,47 @@ async def login(request: Request[Any, Any, State], state: State) -> Response[Any
     now = state.clock.now().timestamp()
     wait = throttle.wait(who, now)
     if wait > 0:
-        return _page(request, "login", status=429, configured=bool(token),
-                     locked=math.ceil(wait))
+        return _page(request, "login", status=429, configured=bool(token), locked=math.ceil(wait))
     given = (await request.form()).get("token", "")
     if not token or not isinstance(given, str) or not hmac.compare_digest(given, token):
         throttle.failed(who, now)
         return _page(request, "login", status=401, configured=bool(token), failed=True)
     throttle.succeeded(who)
     value = _new_session(token, state.clock.now().timestamp())
-    return Redirect("/admin", status_code=303, cookies=[
-        Cookie(key=SESSION_COOKIE, value=value, path="/admin", httponly=True,
-               samesite="strict", max_age=SESSION_SECONDS,
-               secure=request.url.scheme == "https"),
-    ])
+    return Redirect(
+        "/admin",
+        status_code=303,
+        cookies=[
+            Cookie(
+                key=SESSION_COOKIE,
+                value=value,
+                path="/admin",
+                httponly=True,
+                samesite="strict",
+                max_age=SESSION_SECONDS,
+                secure=request.url.scheme == "https",
+            ),
+        ],
+    )
 
 
 @post("/logout", status_code=303)
 async def logout(request: Request[Any, Any, State]) -> Response[Any]:
     await _form(request)
-    return Redirect("/admin", status_code=303, cookies=[
-        Cookie(key=SESSION_COOKIE, value="", path="/admin", max_age=0, httponly=True,
-               samesite="strict"),
-    ])
+    return Redirect(
+        "/admin",
+        status_code=303,
+        cookies=[
+            Cookie(
+                key=SESSION_COOKIE,
+                value="",
+                path="/admin",
+                max_age=0,
+                httponly=True,
+                samesite="strict",
+            ),
+        ],
+    )
 
 
 # -- one user --------------------------------------------------------------------------------
@@ -223,45 +265,67 @@ def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> 
 
 
 @get(_USER)
-async def user_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
-                    status: str | None = None, project_id: str | None = None,
-                    done: str | None = None) -> Template:
+async def user_page(
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: str,
+    user: str,
+    status: str | None = None,
+    project_id: str | None = None,
+    done: str | None = None,
+) -> Template:
     ident = _signed_in_as(request, tenant, user)
     everything = await state.memories.list(ident)
-    shown = [m for m in everything
-             if (not status or m.status == status)
-             and (not project_id or m.project_id == project_id)]
+    shown = [
+        m
+        for m in everything
+        if (not status or m.status == status) and (not project_id or m.project_id == project_id)
+    ]
     return _page(
-        request, "user", ident=ident, memories=shown, total=len(everything),
+        request,
+        "user",
+        ident=ident,
+        memories=shown,
+        total=len(everything),
         projects=sorted({m.project_id for m in everything if m.project_id}),
         statuses=sorted({m.status for m in everything}),
-        status_filter=status or "", project_filter=project_id or "",
+        status_filter=status or "",
+        project_filter=project_id or "",
         candidates=await state.candidates.list(ident),
         paused=await state.store.is_recall_paused(ident.tenant, ident.user),
         traces=await state.store.recent_traces(ident.tenant, ident.user),
-        types=sorted(state.policy.types), done=done if done in _DONE else None,
+        types=sorted(state.policy.types),
+        done=done if done in _DONE else None,
         now=to_iso(state.clock.now()),
     )
 
 
 @get(_USER + "/memories/{memory_id:str}")
-async def memory_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
-                      memory_id: str) -> Template:
+async def memory_page(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+) -> Template:
     ident = _signed_in_as(request, tenant, user)
     memory = await state.memories.get(ident, memory_id)
     history = await state.store.history(ident.tenant, ident.user, memory_id)
-    return _page(request, "memory", ident=ident, m=memory, history=history,
-                 types=sorted(state.policy.types))
+    return _page(
+        request, "memory", ident=ident, m=memory, history=history, types=sorted(state.policy.types)
+    )
 
 
 @get(_USER + "/traces/{trace_id:str}")
-async def trace_page(request: Request[Any, Any, State], state: State, tenant: str, user: str,
-                     trace_id: str) -> Template:
+async def trace_page(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, trace_id: str
+) -> Template:
     ident = _signed_in_as(request, tenant, user)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
-        return _page(request, "error", status=404, back=_user_url(ident),
-                     message=TEXT[_lang(request)]["trace_gone"])
+        return _page(
+            request,
+            "error",
+            status=404,
+            back=_user_url(ident),
+            message=TEXT[_lang(request)]["trace_gone"],
+        )
     ids = [cand["id"] for cand in trace.get("candidates") or []]
     found = await state.store.load_memories(
         [state.store.memory_key(ident.tenant, ident.user, i) for i in ids]
@@ -272,8 +336,9 @@ async def trace_page(request: Request[Any, Any, State], state: State, tenant: st
 
 
 @post(_USER + "/memories/{memory_id:str}/edit", status_code=303)
-async def edit_memory(request: Request[Any, Any, State], state: State, tenant: str, user: str,
-                      memory_id: str) -> Response[Any]:
+async def edit_memory(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     form = await _form(request)
     memory = await state.memories.get(ident, memory_id)
@@ -304,8 +369,9 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 
 
 @post(_USER + "/memories/{memory_id:str}/delete", status_code=303)
-async def delete_memory(request: Request[Any, Any, State], state: State, tenant: str,
-                        user: str, memory_id: str) -> Response[Any]:
+async def delete_memory(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     await _form(request)
     await state.memories.delete(ident, memory_id, actor="admin")
@@ -313,8 +379,9 @@ async def delete_memory(request: Request[Any, Any, State], state: State, tenant:
 
 
 @post(_USER + "/delete", status_code=303)
-async def delete_many(request: Request[Any, Any, State], state: State, tenant: str,
-                      user: str) -> Response[Any]:
+async def delete_many(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str
+) -> Response[Any]:
     """Delete a project's memories, or all of them: the first post asks for confirmation."""
     ident = _signed_in_as(request, tenant, user)
     form = await _form(request)
@@ -324,16 +391,25 @@ async def delete_many(request: Request[Any, Any, State], state: State, tenant: s
         identity_mod.check_project_id(project, param="project_id")
     if form.get("confirm") != _CONFIRM:
         affected = await state.memories.list(ident, project_id=project)
-        return _page(request, "confirm", status=200, ident=ident, project_id=project,
-                     everything=everything, count=len(affected))
+        return _page(
+            request,
+            "confirm",
+            status=200,
+            ident=ident,
+            project_id=project,
+            everything=everything,
+            count=len(affected),
+        )
     await state.memories.delete_where(ident, project_id=project, everything=everything)
-    return Redirect(_user_url(ident, "deleted_all" if everything else "deleted_project"),
-                    status_code=303)
+    return Redirect(
+        _user_url(ident, "deleted_all" if everything else "deleted_project"), status_code=303
+    )
 
 
 @post(_USER + "/recall", status_code=303)
-async def set_recall(request: Request[Any, Any, State], state: State, tenant: str,
-                     user: str) -> Response[Any]:
+async def set_recall(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str
+) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     paused = (await _form(request)).get("paused") == "true"
     await state.store.set_recall_paused(ident.tenant, ident.user, paused)
@@ -341,8 +417,9 @@ async def set_recall(request: Request[Any, Any, State], state: State, tenant: st
 
 
 @post(_USER + "/candidates/{candidate_id:str}/confirm", status_code=303)
-async def confirm_candidate(request: Request[Any, Any, State], state: State, tenant: str,
-                            user: str, candidate_id: str) -> Response[Any]:
+async def confirm_candidate(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
+) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     form = await _form(request)
     edits = {k: form[k].strip() for k in ("content", "type") if form.get(k, "").strip()}
@@ -351,8 +428,9 @@ async def confirm_candidate(request: Request[Any, Any, State], state: State, ten
 
 
 @post(_USER + "/candidates/{candidate_id:str}/reject", status_code=303)
-async def reject_candidate(request: Request[Any, Any, State], state: State, tenant: str,
-                           user: str, candidate_id: str) -> Response[Any]:
+async def reject_candidate(
+    request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
+) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     await _form(request)
     await state.candidates.reject(ident, candidate_id)
@@ -361,8 +439,20 @@ async def reject_candidate(request: Request[Any, Any, State], state: State, tena
 
 ROUTER = Router(
     path="/admin",
-    route_handlers=[home, login, logout, user_page, memory_page, trace_page, edit_memory,
-                    delete_memory, delete_many, set_recall, confirm_candidate, reject_candidate],
+    route_handlers=[
+        home,
+        login,
+        logout,
+        user_page,
+        memory_page,
+        trace_page,
+        edit_memory,
+        delete_memory,
+        delete_many,
+        set_recall,
+        confirm_candidate,
+        reject_candidate,
+    ],
     exception_handlers={MemgateError: _memgate_error},
     include_in_schema=False,
 )

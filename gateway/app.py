@@ -190,8 +190,13 @@ def create_app(
             app.state.store = store
             app.state.upstream = upstream
             app.state.memories = memories
-            queue = CandidateQueue(store, the_policy, the_clock, metrics=metrics,
-                                   extractor=make_extractor(settings, upstream, metrics=metrics))
+            queue = CandidateQueue(
+                store,
+                the_policy,
+                the_clock,
+                metrics=metrics,
+                extractor=make_extractor(settings, upstream, metrics=metrics),
+            )
             await queue.ensure_group()
             app.state.candidates = queue
             flow = memory or MemoryFlow(

@@ -68,6 +68,7 @@ _clock = {"started": time.monotonic()}
 
 _T = TypeVar("_T")
 
+
 def _progress(message: str) -> None:
     """Progress on stderr, with the seconds since the benchmark started."""
     _say(f"{time.monotonic() - _clock['started']:6.1f} s  {message}")
@@ -1056,9 +1057,7 @@ def run_recall_bench(
     return 0
 
 
-def _on_bench_redis(
-    command: str, job: Callable[[str], Coroutine[Any, Any, _T]]
-) -> _T | int:
+def _on_bench_redis(command: str, job: Callable[[str], Coroutine[Any, Any, _T]]) -> _T | int:
     """Run ``job(url)`` against a throwaway embedded Redis (offline tokenizers, SIGTERM as
     Ctrl-C); a start failure or an interrupt comes back as the exit code, already reported."""
     with contextlib.ExitStack() as stack:
@@ -1185,9 +1184,7 @@ def fused_ranker(policy: Policy, vector: float, text: float) -> Callable[[list[H
 
     def rank(hits: list[Hit]) -> list[str]:
         usable = [h for h in hits if (vector > 0 and h.vector != 0.0) or (text > 0 and h.text > 0)]
-        scored = sorted(
-            ((score(h, spec).fused, h.memory.id) for h in usable), key=lambda x: -x[0]
-        )
+        scored = sorted(((score(h, spec).fused, h.memory.id) for h in usable), key=lambda x: -x[0])
         return [memory_id for _, memory_id in scored]
 
     return rank
@@ -1399,8 +1396,15 @@ async def _prefeval(
     ]
     # PrefEval reports Recall@1 and @5: the k / k2 slots.
     scores, used = await _evaluate(
-        store, embedder, policy, questions, 1, 50, owner=lambda q: q.user,
-        gold_of=lambda q: q.gold, k2=5,
+        store,
+        embedder,
+        policy,
+        questions,
+        1,
+        50,
+        owner=lambda q: q.user,
+        gold_of=lambda q: q.gold,
+        k2=5,
     )
     return PrefEval(scores, used, len(rows), len({t for t, _, _ in rows}))
 

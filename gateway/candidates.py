@@ -67,10 +67,20 @@ class CandidateQueue:
     """Per-user candidate memories in Redis (TTL ``policy.candidates.ttl_days``) and the
     durable mining stream that fills them."""
 
-    def __init__(self, store: Store, policy: Policy, clock: Clock, *,
-                 metrics: Metrics | None = None, stream: str = STREAM, group: str = GROUP,
-                 consumer: str | None = None, claim_idle_ms: int = 60_000,
-                 trace_ttl_days: int | None = None, extractor: Extractor | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policy: Policy,
+        clock: Clock,
+        *,
+        metrics: Metrics | None = None,
+        stream: str = STREAM,
+        group: str = GROUP,
+        consumer: str | None = None,
+        claim_idle_ms: int = 60_000,
+        trace_ttl_days: int | None = None,
+        extractor: Extractor | None = None,
+    ) -> None:
         self.store = store
         self.redis = store.redis
         self.policy = policy
@@ -116,8 +126,14 @@ class CandidateQueue:
 
     # -- the queue -------------------------------------------------------------------------
 
-    async def enqueue(self, ident: Identity, proposal: Proposal, *, trace_id: str | None,
-                      corrects: str | None = None) -> str:
+    async def enqueue(
+        self,
+        ident: Identity,
+        proposal: Proposal,
+        *,
+        trace_id: str | None,
+        corrects: str | None = None,
+    ) -> str:
         """Queue a proposal that already passed the gate (``mine.screen``/``mine.extract``).
 
         Returns "queued", "duplicate" (same content as a pending candidate or an active
@@ -136,18 +152,28 @@ class CandidateQueue:
             cid = new_candidate_id()
             expires = now.timestamp() + self.ttl_seconds
             fields: Any = {
-                "id": cid, "tenant": ident.tenant, "user": ident.user,
-                "content": proposal.content, "content_key": ck, "type": proposal.type,
-                "scope": proposal.scope, "project_id": proposal.project_id or "",
-                "slot": proposal.slot or "", "sensitivity": proposal.sensitivity,
+                "id": cid,
+                "tenant": ident.tenant,
+                "user": ident.user,
+                "content": proposal.content,
+                "content_key": ck,
+                "type": proposal.type,
+                "scope": proposal.scope,
+                "project_id": proposal.project_id or "",
+                "slot": proposal.slot or "",
+                "sensitivity": proposal.sensitivity,
                 "source": proposal.source,
                 "inference": "1" if proposal.is_inference else "0",
                 "is_correction": "1" if proposal.is_correction else "0",
-                "corrects": corrects or "", "horizon": proposal.horizon or "",
-                "rule": proposal.rule, "evidence_trace": trace_id or "",
-                "evidence_excerpt": redact(proposal.evidence, self.policy,
-                                           min_level="medium")[:EXCERPT_CHARS],
-                "created_at": to_iso(now) or "", "expires_at": f"{expires:.3f}",
+                "corrects": corrects or "",
+                "horizon": proposal.horizon or "",
+                "rule": proposal.rule,
+                "evidence_trace": trace_id or "",
+                "evidence_excerpt": redact(proposal.evidence, self.policy, min_level="medium")[
+                    :EXCERPT_CHARS
+                ],
+                "created_at": to_iso(now) or "",
+                "expires_at": f"{expires:.3f}",
             }
             at = int(expires) + 1
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -163,10 +189,10 @@ class CandidateQueue:
     async def _active_duplicate(self, ident: Identity, ck: str, proposal: Proposal) -> bool:
         if not self.store.index_ready:
             raise RuntimeError("memory index not initialised: await Memories.ready() first")
-        same = await self.store.find_memories(ident.tenant, ident.user, status="active",
-                                              content_key=ck)
-        return any(m.scope == proposal.scope and m.project_id == proposal.project_id
-                   for m in same)
+        same = await self.store.find_memories(
+            ident.tenant, ident.user, status="active", content_key=ck
+        )
+        return any(m.scope == proposal.scope and m.project_id == proposal.project_id for m in same)
 
     async def list(self, ident: Identity) -> builtins.list[dict[str, Any]]:
         """The user's pending candidates, oldest first, as API objects."""
@@ -211,8 +237,9 @@ class CandidateQueue:
         if _s(await self.redis.hget(keys, cand["content_key"]) or b"") == cid:
             await self.redis.hdel(keys, cand["content_key"])
 
-    async def confirm(self, ident: Identity, cid: str, memories: Memories,
-                      edits: dict[str, Any] | None = None) -> WriteOutcome:
+    async def confirm(
+        self, ident: Identity, cid: str, memories: Memories, edits: dict[str, Any] | None = None
+    ) -> WriteOutcome:
         """The user said yes: store the memory through ``Memories.create``, drop the candidate.
 
         ``edits`` may change any of ``memories.EDITABLE``. A correction linked to the memory
@@ -222,11 +249,16 @@ class CandidateQueue:
         edits = dict(edits or {})
         unknown = set(edits) - set(EDITABLE)
         if unknown:
-            raise WriteRefused(f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
-                               extra={"reasons": ["invalid"]})
+            raise WriteRefused(
+                f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
+                extra={"reasons": ["invalid"]},
+            )
         values: dict[str, Any] = {
-            "content": cand["content"], "type": cand["type"], "scope": cand["scope"],
-            "project_id": cand["project_id"] or None, "slot": cand["slot"] or None,
+            "content": cand["content"],
+            "type": cand["type"],
+            "scope": cand["scope"],
+            "project_id": cand["project_id"] or None,
+            "slot": cand["slot"] or None,
             "expires_at": None,
         }
         edited = {k: v for k, v in edits.items() if values.get(k) != v}
@@ -236,10 +268,16 @@ class CandidateQueue:
         if isinstance(values["expires_at"], str) and values["expires_at"]:
             values["expires_at"] = from_iso(values["expires_at"])
         outcome = await memories.create(
-            ident, content=str(values["content"]), type=str(values["type"]),
-            source=cand["source"], scope=str(values["scope"]),
-            project_id=values["project_id"] or None, expires_at=values["expires_at"] or None,
-            confirmed=True, slot=values["slot"], evidence_trace=cand["evidence_trace"] or None,
+            ident,
+            content=str(values["content"]),
+            type=str(values["type"]),
+            source=cand["source"],
+            scope=str(values["scope"]),
+            project_id=values["project_id"] or None,
+            expires_at=values["expires_at"] or None,
+            confirmed=True,
+            slot=values["slot"],
+            evidence_trace=cand["evidence_trace"] or None,
             evidence_text=cand["evidence_excerpt"] or None,
         )
         corrects = cand.get("corrects") or ""
@@ -263,16 +301,21 @@ class CandidateQueue:
 
     # -- durable mining --------------------------------------------------------------------
 
-    async def submit(self, ident: Identity, messages: Sequence[dict[str, Any]],
-                     injected_texts: Iterable[str] = (), trace_id: str | None = None, *,
-                     injected_ids: Iterable[str] = ()) -> str | None:
+    async def submit(
+        self,
+        ident: Identity,
+        messages: Sequence[dict[str, Any]],
+        injected_texts: Iterable[str] = (),
+        trace_id: str | None = None,
+        *,
+        injected_ids: Iterable[str] = (),
+    ) -> str | None:
         """Queue one finished exchange for mining; returns the stream entry id (None when
         there is nothing to mine). Only the latest user message travels, with high-level
         secrets redacted; injected memories travel as ``mining_key``s, never as text."""
         trace = trace_id or ident.trace_id
         # Remember this answer's trace: a correction in the next message corrects it.
-        prev = await self.redis.set(self._last_trace(ident), trace, ex=self.trace_ttl,
-                                    get=True)
+        prev = await self.redis.set(self._last_trace(ident), trace, ex=self.trace_ttl, get=True)
         if ident.mode == "off":
             return None
         text = latest_user_text(messages)
@@ -284,10 +327,15 @@ class CandidateQueue:
             if memory is not None:
                 keys.add(mining_key(memory.content))
         job = {
-            "v": _JOB_VERSION, "tenant": ident.tenant, "user": ident.user,
-            "project_id": ident.project_id, "task": ident.task, "trace_id": trace,
+            "v": _JOB_VERSION,
+            "tenant": ident.tenant,
+            "user": ident.user,
+            "project_id": ident.project_id,
+            "task": ident.task,
+            "trace_id": trace,
             "prev_trace": _s(prev) if prev else None,
-            "text": redact(text, self.policy, min_level="high"), "injected": sorted(keys),
+            "text": redact(text, self.policy, min_level="high"),
+            "injected": sorted(keys),
         }
         entry = await self.redis.xadd(self.stream, {"job": json.dumps(job, ensure_ascii=False)})
         return _s(entry)
@@ -302,8 +350,9 @@ class CandidateQueue:
                 raise
         self._group_ready = True
 
-    async def drain_once(self, *, count: int = 32, block_ms: int | None = None,
-                         claim: bool = True) -> builtins.list[str]:
+    async def drain_once(
+        self, *, count: int = 32, block_ms: int | None = None, claim: bool = True
+    ) -> builtins.list[str]:
         """Handle what is waiting: this consumer's own unacknowledged jobs, jobs other
         consumers left idle for ``claim_idle_ms`` (XAUTOCLAIM), then new ones. Returns the
         outcomes (metrics labels) of everything handled."""
@@ -311,9 +360,14 @@ class CandidateQueue:
         outcomes: builtins.list[str] = []
         entries = await self._read("0", count, None)
         if claim:
-            claimed: Any = await self.redis.xautoclaim(self.stream, self.group, self.consumer,
-                                                  min_idle_time=self.claim_idle_ms,
-                                                  start_id="0-0", count=count)
+            claimed: Any = await self.redis.xautoclaim(
+                self.stream,
+                self.group,
+                self.consumer,
+                min_idle_time=self.claim_idle_ms,
+                start_id="0-0",
+                count=count,
+            )
             entries += [(eid, fields) for eid, fields in claimed[1] if fields]
         if not entries:
             entries = await self._read(">", count, block_ms)
@@ -321,10 +375,12 @@ class CandidateQueue:
             outcomes += await self._handle_entry(_s(entry_id), fields)
         return outcomes
 
-    async def _read(self, start: str, count: int,
-                    block_ms: int | None) -> builtins.list[tuple[Any, dict[Any, Any]]]:
-        reply: Any = await self.redis.xreadgroup(self.group, self.consumer, {self.stream: start},
-                                            count=count, block=block_ms)
+    async def _read(
+        self, start: str, count: int, block_ms: int | None
+    ) -> builtins.list[tuple[Any, dict[Any, Any]]]:
+        reply: Any = await self.redis.xreadgroup(
+            self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
+        )
         entries: builtins.list[tuple[Any, dict[Any, Any]]] = []
         for _stream, rows in reply or []:
             entries += [(eid, fields) for eid, fields in rows if fields]
@@ -349,12 +405,23 @@ class CandidateQueue:
         return outcomes
 
     async def mine_job(self, job: dict[str, Any]) -> builtins.list[str]:
-        ident = Identity(tenant=job["tenant"], user=job["user"], project_id=job.get("project_id"),
-                         mode="on", trace_id=job.get("trace_id") or "", task=job.get("task"))
+        ident = Identity(
+            tenant=job["tenant"],
+            user=job["user"],
+            project_id=job.get("project_id"),
+            mode="on",
+            trace_id=job.get("trace_id") or "",
+            task=job.get("task"),
+        )
         now = self.clock.now()
-        result = await self.extractor(job.get("text") or "", project_id=ident.project_id,
-                                      task=ident.task, injected_keys=job.get("injected") or (),
-                                      policy=self.policy, now=now)
+        result = await self.extractor(
+            job.get("text") or "",
+            project_id=ident.project_id,
+            task=ident.task,
+            injected_keys=job.get("injected") or (),
+            policy=self.policy,
+            now=now,
+        )
         outcomes = list(result.refused)
         for proposal in result.proposals:
             corrects = None
@@ -362,13 +429,18 @@ class CandidateQueue:
                 corrected = await self._corrected(ident, job.get("prev_trace"), proposal)
                 if corrected is not None:
                     corrects = corrected.id
-                    linked = replace(proposal, type=corrected.type, scope=corrected.scope,
-                                     project_id=corrected.project_id)
+                    linked = replace(
+                        proposal,
+                        type=corrected.type,
+                        scope=corrected.scope,
+                        project_id=corrected.project_id,
+                    )
                     screened, _ = screen(linked, self.policy, now)
                     if screened is not None:
                         proposal = screened
-            outcome = await self.enqueue(ident, proposal, trace_id=ident.trace_id or None,
-                                         corrects=corrects)
+            outcome = await self.enqueue(
+                ident, proposal, trace_id=ident.trace_id or None, corrects=corrects
+            )
             if proposal.is_correction and outcome == "queued" and self.metrics is not None:
                 self.metrics.corrections.inc()
             outcomes.append(outcome)
@@ -376,14 +448,16 @@ class CandidateQueue:
             self._count(outcome)
         return outcomes
 
-    async def _corrected(self, ident: Identity, prev_trace: str | None,
-                         proposal: Proposal) -> Memory | None:
+    async def _corrected(
+        self, ident: Identity, prev_trace: str | None, proposal: Proposal
+    ) -> Memory | None:
         """The memory a correction corrects: one injected into the answer being corrected
         (found through that answer's trace) in the same slot, else the only one injected;
         without a trace, the only active memory in the same slot."""
         found: builtins.list[Memory] = []
-        trace = await self.store.get_trace(ident.tenant, ident.user, prev_trace) \
-            if prev_trace else None
+        trace = (
+            await self.store.get_trace(ident.tenant, ident.user, prev_trace) if prev_trace else None
+        )
         if trace:
             for memory_id in trace.get("injected") or trace.get("would_inject") or []:
                 memory = await self.store.get_memory(ident.tenant, ident.user, memory_id)
@@ -401,8 +475,7 @@ class CandidateQueue:
                 return same[0]
         return None
 
-    async def run_worker(self, stop: asyncio.Event | None = None, *,
-                         block_ms: int = 1000) -> None:
+    async def run_worker(self, stop: asyncio.Event | None = None, *, block_ms: int = 1000) -> None:
         """Mine until ``stop`` is set (or the task is cancelled); Redis faults back off."""
         stop = stop or asyncio.Event()
         delay = 0.5
@@ -443,6 +516,8 @@ def _to_api(c: dict[str, str]) -> dict[str, Any]:
         "horizon": c.get("horizon") or None,
         "created_at": c.get("created_at") or None,
         "expires_at": to_iso(datetime.fromtimestamp(expires, tz=UTC)) if expires else None,
-        "evidence": {"trace_id": c.get("evidence_trace") or None,
-                     "excerpt": c.get("evidence_excerpt") or None},
+        "evidence": {
+            "trace_id": c.get("evidence_trace") or None,
+            "excerpt": c.get("evidence_excerpt") or None,
+        },
     }

@@ -144,8 +144,9 @@ def response_schema(policy: Policy) -> dict[str, Any]:
 
 def system_prompt(policy: Policy) -> str:
     """The fixed rules plus the policy's types and slots, so the model uses the same words."""
-    types = "\n".join(f"- {name} ({spec.tier}): {spec.description}"
-                      for name, spec in policy.types.items())
+    types = "\n".join(
+        f"- {name} ({spec.tier}): {spec.description}" for name, spec in policy.types.items()
+    )
     slots = "\n".join(f"- {slot.name}: {slot.description}" for slot in policy.slots)
     return f"{SYSTEM_PROMPT}\nTypes:\n{types}\n\nKnown slots:\n{slots}\n"
 
@@ -161,8 +162,7 @@ def build_request(text: str, policy: Policy, model: str) -> dict[str, Any]:
         "temperature": 0,
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": SCHEMA_NAME, "strict": True,
-                            "schema": response_schema(policy)},
+            "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": response_schema(policy)},
         },
     }
 
@@ -188,8 +188,14 @@ def parse_reply(body: bytes) -> list[LlmCandidate]:
     return reply.candidates[:MAX_CANDIDATES]
 
 
-def to_proposal(candidate: LlmCandidate, *, evidence: str, project_id: str | None,
-                task: str | None, policy: Policy) -> Proposal:
+def to_proposal(
+    candidate: LlmCandidate,
+    *,
+    evidence: str,
+    project_id: str | None,
+    task: str | None,
+    policy: Policy,
+) -> Proposal:
     """A proposal for the gate. One-time wishes get the ``session`` type, which the gate
     refuses as one-time; project facts without a request project become global profile facts
     and task wishes without a task kind become global, as the rules do."""
@@ -207,18 +213,29 @@ def to_proposal(candidate: LlmCandidate, *, evidence: str, project_id: str | Non
         slot = None  # an odd slot name: let the gate derive one from the words
     content = candidate.content.strip()
     return Proposal(
-        content=content, type=type_, scope=scope, project_id=project, slot=slot,
-        source="model_inference" if candidate.inference or type_ == "inference"
-        else "user_stated",
+        content=content,
+        type=type_,
+        scope=scope,
+        project_id=project,
+        slot=slot,
+        source="model_inference" if candidate.inference or type_ == "inference" else "user_stated",
         is_correction=candidate.is_correction,
         horizon=horizon_of(content, policy) if type_ in ("goal", "plan") else None,
-        evidence=evidence, rule="llm",
+        evidence=evidence,
+        rule="llm",
     )
 
 
-def screen_candidates(candidates: list[LlmCandidate], text: str, *, project_id: str | None,
-                      task: str | None, injected_keys: Collection[str], policy: Policy,
-                      now: datetime) -> MineResult:
+def screen_candidates(
+    candidates: list[LlmCandidate],
+    text: str,
+    *,
+    project_id: str | None,
+    task: str | None,
+    injected_keys: Collection[str],
+    policy: Policy,
+    now: datetime,
+) -> MineResult:
     """Every candidate through the write gate (``mine.screen``); the model's one-time and
     high-sensitivity verdicts can only refuse more. Candidates repeating an injected memory,
     or repeated within the reply, are dropped silently, as the rules do."""
@@ -228,8 +245,9 @@ def screen_candidates(candidates: list[LlmCandidate], text: str, *, project_id: 
         return result  # the user repeated a memory memgate gave them
     seen: set[str] = set()
     for candidate in candidates:
-        proposal = to_proposal(candidate, evidence=text, project_id=project_id, task=task,
-                               policy=policy)
+        proposal = to_proposal(
+            candidate, evidence=text, project_id=project_id, task=task, policy=policy
+        )
         if _REDACTED in proposal.content:
             result.refused.append("refused_sensitive")
             continue
@@ -253,8 +271,14 @@ def screen_candidates(candidates: list[LlmCandidate], text: str, *, project_id: 
 class LlmExtractor:
     """Asks the upstream for candidates; falls back to ``fallback`` (the rules) per job."""
 
-    def __init__(self, upstream: Upstream, settings: Settings, *, metrics: Metrics | None = None,
-                 fallback: Extractor = extract_rules) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        fallback: Extractor = extract_rules,
+    ) -> None:
         self.upstream = upstream
         self.model = settings.extractor_model
         self.api_key = settings.upstream_api_key
@@ -263,9 +287,16 @@ class LlmExtractor:
         self.fallback = fallback
         self.disabled = False  # set once a keyless call is refused: asking again is pointless
 
-    async def __call__(self, text: str, *, project_id: str | None, task: str | None,
-                       injected_keys: Collection[str], policy: Policy,
-                       now: datetime) -> MineResult:
+    async def __call__(
+        self,
+        text: str,
+        *,
+        project_id: str | None,
+        task: str | None,
+        injected_keys: Collection[str],
+        policy: Policy,
+        now: datetime,
+    ) -> MineResult:
         if not text.strip():
             return MineResult()
         try:
@@ -274,22 +305,35 @@ class LlmExtractor:
             candidates = await self.ask(text, policy)
         except ExtractorFailure as failure:
             self._fell_back(failure)
-            return await self.fallback(text, project_id=project_id, task=task,
-                                       injected_keys=injected_keys, policy=policy, now=now)
-        return screen_candidates(candidates, text, project_id=project_id, task=task,
-                                 injected_keys=injected_keys, policy=policy, now=now)
+            return await self.fallback(
+                text,
+                project_id=project_id,
+                task=task,
+                injected_keys=injected_keys,
+                policy=policy,
+                now=now,
+            )
+        return screen_candidates(
+            candidates,
+            text,
+            project_id=project_id,
+            task=task,
+            injected_keys=injected_keys,
+            policy=policy,
+            now=now,
+        )
 
     async def ask(self, text: str, policy: Policy) -> list[LlmCandidate]:
         """One extraction call; every failure comes out as ``ExtractorFailure``."""
-        body = json.dumps(build_request(text, policy, self.model),
-                          ensure_ascii=False).encode()
+        body = json.dumps(build_request(text, policy, self.model), ensure_ascii=False).encode()
         headers = [("content-type", "application/json"), ("accept", "application/json")]
         if self.api_key:
             headers.append(("authorization", f"Bearer {self.api_key}"))
         try:
             async with asyncio.timeout(self.timeout):
                 response = await self.upstream.send(
-                    "POST", self.upstream.url("chat/completions"), headers, body, stream=False)
+                    "POST", self.upstream.url("chat/completions"), headers, body, stream=False
+                )
                 payload = await self.upstream.read(response)
         except TimeoutError:
             raise ExtractorFailure("upstream_error", "TimeoutError") from None
@@ -308,20 +352,26 @@ class LlmExtractor:
             return
         if failure.reason == "unauthorized" and not self.api_key:
             self.disabled = True
-            log.warning("llm_extractor_disabled", reason="unauthorized",
-                        hint="set MEMGATE_UPSTREAM_API_KEY; mining uses the rules until restart")
+            log.warning(
+                "llm_extractor_disabled",
+                reason="unauthorized",
+                hint="set MEMGATE_UPSTREAM_API_KEY; mining uses the rules until restart",
+            )
             return
         # Ids and reasons only: never the message or the reply.
         log.warning("llm_extractor_fallback", reason=failure.reason, detail=failure.detail)
 
 
-def make_extractor(settings: Settings, upstream: Upstream, *,
-                   metrics: Metrics | None = None) -> Extractor:
+def make_extractor(
+    settings: Settings, upstream: Upstream, *, metrics: Metrics | None = None
+) -> Extractor:
     """The extractor ``MEMGATE_EXTRACTOR`` names (a bad value stops start-up)."""
     if check_choice("extractor", settings.extractor) == "rules":
         return extract_rules
     if not settings.upstream_api_key:
-        log.warning("llm_extractor_without_api_key",
-                    hint="jobs never keep the client's key, so extraction calls carry none; "
-                         "set MEMGATE_UPSTREAM_API_KEY unless the upstream needs no key")
+        log.warning(
+            "llm_extractor_without_api_key",
+            hint="jobs never keep the client's key, so extraction calls carry none; "
+            "set MEMGATE_UPSTREAM_API_KEY unless the upstream needs no key",
+        )
     return LlmExtractor(upstream, settings, metrics=metrics)

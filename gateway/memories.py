@@ -164,8 +164,9 @@ class Memories:
             await self.store.count_memories_written(ident.tenant, ident.user, 1)
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
-    async def supersede(self, ident: Identity, old_id: str, new: Memory,
-                        actor: str = "user") -> bool:
+    async def supersede(
+        self, ident: Identity, old_id: str, new: Memory, actor: str = "user"
+    ) -> bool:
         """A confirmed correction replaces the memory it corrects, even without a shared
         slot. False when that memory is gone or no longer active."""
         now = self.clock.now()

@@ -93,7 +93,7 @@ def split_sentences(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     pos = 0
     for m in _SENTENCE_END.finditer(text):
-        body = text[pos:m.start()].strip()
+        body = text[pos : m.start()].strip()
         if body:
             out.append((body, m.group().strip()))
         pos = m.end()
@@ -115,7 +115,8 @@ def _text_of(content: Any) -> str:
         return content
     if isinstance(content, list):  # OpenAI content parts: only text parts are the user's words
         return "\n".join(
-            str(part.get("text", "")) for part in content
+            str(part.get("text", ""))
+            for part in content
             if isinstance(part, dict) and part.get("type") in ("text", "input_text")
         )
     return ""
@@ -151,8 +152,8 @@ def _clean(text: str) -> str:
 def _strip_prefix(text: str, rules: Iterable[RuleSpec]) -> tuple[str, bool]:
     for rule in rules:
         m = rule.compiled.match(text)
-        if m and text[m.end():].strip():
-            return text[m.end():], True
+        if m and text[m.end() :].strip():
+            return text[m.end() :], True
     return text, False
 
 
@@ -161,13 +162,24 @@ def _match_rule(text: str, policy: Policy) -> tuple[str, str] | None:
     return (rule.name, rule.type) if rule is not None else None
 
 
-def screen(proposal: Proposal, policy: Policy, now: datetime | None = None, *,
-           allow_inferences: bool = True) -> tuple[Proposal | None, str | None]:
+def screen(
+    proposal: Proposal,
+    policy: Policy,
+    now: datetime | None = None,
+    *,
+    allow_inferences: bool = True,
+) -> tuple[Proposal | None, str | None]:
     """Pass a proposal through the write gate: (proposal with slot/sensitivity, None) when it
     may be queued, else (None, outcome). A model inference may be queued, marked as such,
     because the queue is exactly where it waits for the user's confirmation."""
-    draft = Draft(content=proposal.content, type=proposal.type, source=proposal.source,
-                  scope=proposal.scope, project_id=proposal.project_id, slot=proposal.slot)
+    draft = Draft(
+        content=proposal.content,
+        type=proposal.type,
+        source=proposal.source,
+        scope=proposal.scope,
+        project_id=proposal.project_id,
+        slot=proposal.slot,
+    )
     decision = check_write(draft, policy, now or _REFERENCE_NOW)
     blocking = [r for r in decision.reasons if r not in _RESOLVED_BY_CONFIRMATION]
     for reason, outcome in _OUTCOME_FOR:
@@ -178,10 +190,17 @@ def screen(proposal: Proposal, policy: Policy, now: datetime | None = None, *,
     if "model_inference" in decision.reasons and not allow_inferences:
         return None, "refused_inference"
     screened = Proposal(
-        content=proposal.content, type=proposal.type, scope=proposal.scope,
-        project_id=proposal.project_id, slot=decision.slot, sensitivity=decision.sensitivity,
-        source=proposal.source, is_correction=proposal.is_correction, horizon=proposal.horizon,
-        evidence=proposal.evidence, rule=proposal.rule,
+        content=proposal.content,
+        type=proposal.type,
+        scope=proposal.scope,
+        project_id=proposal.project_id,
+        slot=decision.slot,
+        sensitivity=decision.sensitivity,
+        source=proposal.source,
+        is_correction=proposal.is_correction,
+        horizon=proposal.horizon,
+        evidence=proposal.evidence,
+        rule=proposal.rule,
     )
     return screened, None
 
@@ -235,8 +254,11 @@ def extract(
             rule, type_ = ("remember" if is_remember else "correction"), mining.fallback_type
         else:
             # Not memory-worthy, but secrets and one-time wishes are still counted as refused.
-            probe = Proposal(content=content, type="session" if is_one_time(content, policy)
-                             else "profile", evidence=body)
+            probe = Proposal(
+                content=content,
+                type="session" if is_one_time(content, policy) else "profile",
+                evidence=body,
+            )
             _, outcome = screen(probe, policy, now)
             if outcome in ("refused_sensitive", "refused_one_time"):
                 result.refused.append(outcome)
@@ -248,9 +270,16 @@ def extract(
             else:
                 type_ = "profile"  # no project to attach it to: a plain global fact
         horizon = horizon_of(content, policy) if type_ in ("goal", "plan") else None
-        proposal = Proposal(content=content, type=type_, scope=scope, project_id=project,
-                            is_correction=is_correction, horizon=horizon, evidence=body,
-                            rule=rule)
+        proposal = Proposal(
+            content=content,
+            type=type_,
+            scope=scope,
+            project_id=project,
+            is_correction=is_correction,
+            horizon=horizon,
+            evidence=body,
+            rule=rule,
+        )
         screened, outcome = screen(proposal, policy, now)
         if outcome is not None:
             result.refused.append(outcome)
@@ -269,14 +298,32 @@ class Extractor(Protocol):
     in, gate-screened proposals and counted refusals out. ``injected_keys`` are the
     ``mining_key``s of the memories injected into that request: never proposed again."""
 
-    async def __call__(self, text: str, *, project_id: str | None, task: str | None,
-                       injected_keys: Collection[str], policy: Policy,
-                       now: datetime) -> MineResult: ...
+    async def __call__(
+        self,
+        text: str,
+        *,
+        project_id: str | None,
+        task: str | None,
+        injected_keys: Collection[str],
+        policy: Policy,
+        now: datetime,
+    ) -> MineResult: ...
 
 
-async def extract_rules(text: str, *, project_id: str | None, task: str | None,
-                        injected_keys: Collection[str], policy: Policy,
-                        now: datetime) -> MineResult:
+async def extract_rules(
+    text: str,
+    *,
+    project_id: str | None,
+    task: str | None,
+    injected_keys: Collection[str],
+    policy: Policy,
+    now: datetime,
+) -> MineResult:
     """The default extractor: the policy's bilingual rule table (``extract``), offline and cheap."""
-    return extract([{"role": "user", "content": text}], project_id=project_id, policy=policy,
-                   injected_keys=injected_keys, now=now)
+    return extract(
+        [{"role": "user", "content": text}],
+        project_id=project_id,
+        policy=policy,
+        injected_keys=injected_keys,
+        now=now,
+    )

@@ -126,9 +126,12 @@ class MemoryFlow:
     async def _submit(self, exchange: Exchange, messages: list[Any]) -> None:
         assert self.candidates is not None
         try:
-            await self.candidates.submit(exchange.identity, messages,
-                                         trace_id=exchange.identity.trace_id,
-                                         injected_ids=exchange.injected_ids)
+            await self.candidates.submit(
+                exchange.identity,
+                messages,
+                trace_id=exchange.identity.trace_id,
+                injected_ids=exchange.injected_ids,
+            )
         except RedisError:
             self.metrics.backend_errors.labels("miner").inc()
 

@@ -193,9 +193,7 @@ class Recaller:
         }
         return result
 
-    async def _search(
-        self, ident: Identity, text: str, now: datetime, *, large: bool
-    ) -> _Searches:
+    async def _search(self, ident: Identity, text: str, now: datetime, *, large: bool) -> _Searches:
         """Both searches under way: keywords first, so that Redis runs them while the query
         is embedded, then the vector search the moment the vector exists; the replies are
         read afterwards, while Redis works on the vector search."""

@@ -43,9 +43,7 @@ async def reembed(memories: Memories, batch: int = 64) -> int:
 async def carry_over(memories: Memories) -> int:
     """Memories under another model: moved, or only reported when the embedder is paid."""
     elsewhere = {
-        name: count
-        for name, count in (await memories.store.other_model_indexes()).items()
-        if count
+        name: count for name, count in (await memories.store.other_model_indexes()).items() if count
     }
     if not elsewhere:
         return 0

@@ -150,7 +150,9 @@ class Upstream:
         if session is None:
             connector = next(iter(self._sessions.values()), None)
             session = aiohttp.ClientSession(
-                connector=connector.connector if connector else aiohttp.TCPConnector(
+                connector=connector.connector
+                if connector
+                else aiohttp.TCPConnector(
                     limit=1000, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=60
                 ),
                 connector_owner=connector is None,

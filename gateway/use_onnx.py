@@ -76,19 +76,29 @@ def build_model(backend: Any) -> bytes:
     # marking each sentence's tokens; lens: (S, 1) token counts.
     x = g.linear("emb", backend.proj_W, backend.proj_b)
     x = g.op(
-        "LayerNormalization", x, g.const(backend.ln_g_all), g.const(backend.ln_b_all),
-        axis=-1, epsilon=eps,
+        "LayerNormalization",
+        x,
+        g.const(backend.ln_g_all),
+        g.const(backend.ln_b_all),
+        axis=-1,
+        epsilon=eps,
     )
     zero_row = g.const(np.zeros((1, _CNN)))
     branches = []
     for i, (n, left) in enumerate(_ORDERS):
         xs = g.op(
-            "Slice", x, g.const([i * _CNN], np.int64), g.const([(i + 1) * _CNN], np.int64),
+            "Slice",
+            x,
+            g.const([i * _CNN], np.int64),
+            g.const([(i + 1) * _CNN], np.int64),
             g.const([1], np.int64),
         )
         start = _MAX_LEFT - left
         cols = g.op(
-            "Slice", "idx", g.const([start], np.int64), g.const([start + n], np.int64),
+            "Slice",
+            "idx",
+            g.const([start], np.int64),
+            g.const([start + n], np.int64),
             g.const([1], np.int64),
         )
         flat = g.const([-1, n * _CNN], np.int64)
@@ -102,8 +112,12 @@ def build_model(backend: Any) -> bytes:
         branches.append(conv(h, backend.w2[i], backend.b2[i]))
     feats = g.op("Concat", "emb", *branches, axis=1)
     feats = g.op(
-        "LayerNormalization", feats, g.const(backend.ln_g), g.const(backend.ln_b),
-        axis=-1, epsilon=eps,
+        "LayerNormalization",
+        feats,
+        g.const(backend.ln_g),
+        g.const(backend.ln_b),
+        axis=-1,
+        epsilon=eps,
     )
     # sum-then-project, as the wheel does: the token sum commutes with the projection.
     mean = g.op("MatMul", g.op("MatMul", "pool", feats), g.const(backend.cnn_W))

@@ -68,9 +68,7 @@ def open_user(page: Page, me: User) -> None:
     expect(page.get_by_role("heading", name=f"User: {me.headers['x-memory-user']}")).to_be_visible()
 
 
-def test_sign_in_confirm_a_candidate_see_it_delete_it(
-    gateway: Gateway, page: Page
-) -> None:
+def test_sign_in_confirm_a_candidate_see_it_delete_it(gateway: Gateway, page: Page) -> None:
     """The issue's walk-through: sign in, confirm a candidate, see it listed, delete it, and
     check through the API that it is gone (and no longer injected)."""
     me = User(gateway)
@@ -137,12 +135,14 @@ def test_edit_then_confirm_pause_and_trace(gateway: Gateway, page: Page) -> None
     expect(page.locator("table").first).to_contain_text(memory["id"])
 
 
-def test_edit_a_memory_and_delete_a_project_after_confirming(
-    gateway: Gateway, page: Page
-) -> None:
+def test_edit_a_memory_and_delete_a_project_after_confirming(gateway: Gateway, page: Page) -> None:
     me = User(gateway)
-    keep = me.remember("We deploy the billing service on Fridays", type="project",
-                       scope="project", project_id="billing")
+    keep = me.remember(
+        "We deploy the billing service on Fridays",
+        type="project",
+        scope="project",
+        project_id="billing",
+    )
     drop = me.remember("这个项目用 FastAPI", type="project", scope="project", project_id="alpha")
     mine = me.remember("我喜欢简洁的回答")
     sign_in(page, gateway)
@@ -270,8 +270,9 @@ def test_filters_by_status_and_project(gateway: Gateway) -> None:
     me = User(gateway)
     old = me.remember("I live in Berlin", type="profile")
     new = me.remember("I live in Lisbon", type="profile")  # same slot: supersedes Berlin
-    work = me.remember("This project deploys on Fridays", type="project", scope="project",
-                       project_id="alpha")
+    work = me.remember(
+        "This project deploys on Fridays", type="project", scope="project", project_id="alpha"
+    )
     base = f"/admin/users/{tenant_for_key(me.key)}/{me.headers['x-memory-user']}"
     with _signed_in(gateway) as admin:
         rows = re.compile(r'data-memory="(mem_[0-9a-f]+)"')

@@ -37,13 +37,19 @@ _counter = iter(range(10**9))
 
 def who(user: str = "alice", tenant: str | None = None, project: str | None = None) -> Identity:
     n = next(_counter)
-    return Identity(tenant=tenant or f"c{time.time_ns()}{n}", user=user, project_id=project,
-                    mode="on", trace_id=f"tr_cand{n}")
+    return Identity(
+        tenant=tenant or f"c{time.time_ns()}{n}",
+        user=user,
+        project_id=project,
+        mode="on",
+        trace_id=f"tr_cand{n}",
+    )
 
 
 @pytest.fixture
-async def service(redis_url: str, shared_embedder: LocalEmbedder,
-                  policy: Policy) -> AsyncIterator[Memories]:
+async def service(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> AsyncIterator[Memories]:
     store = Store(redis_url)
     memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
     await memories.ready()
@@ -53,8 +59,7 @@ async def service(redis_url: str, shared_embedder: LocalEmbedder,
 
 def queue_for(service: Memories, **kw: object) -> CandidateQueue:
     stream = f"memgate:test-mine:{uuid.uuid4().hex}"  # each test its own stream
-    return CandidateQueue(service.store, service.policy, service.clock, stream=stream,
-                          **kw)  # type: ignore[arg-type]
+    return CandidateQueue(service.store, service.policy, service.clock, stream=stream, **kw)  # type: ignore[arg-type]
 
 
 def proposal(policy: Policy, content: str, type_: str = "preference") -> Proposal:
@@ -88,15 +93,17 @@ async def test_confirm_with_edits(service: Memories, policy: Policy) -> None:
     assert out.memory.content == "I use Neovim" and out.memory.slot == "editor"
 
 
-async def test_reject_then_same_content_is_not_proposed_again(service: Memories,
-                                                              policy: Policy) -> None:
+async def test_reject_then_same_content_is_not_proposed_again(
+    service: Memories, policy: Policy
+) -> None:
     q, me = queue_for(service), who()
     await q.enqueue(me, proposal(policy, "I prefer tabs"), trace_id=None)
     [cand] = await q.list(me)
     await q.reject(me, cand["id"])
     assert await q.list(me) == []
     assert await q.enqueue(me, proposal(policy, "I  PREFER tabs"), trace_id=None) == (
-        "rejected_before")
+        "rejected_before"
+    )
 
 
 async def test_duplicates_of_pending_and_active(service: Memories, policy: Policy) -> None:
@@ -105,20 +112,26 @@ async def test_duplicates_of_pending_and_active(service: Memories, policy: Polic
     assert await q.enqueue(me, p, trace_id=None) == "queued"
     assert await q.enqueue(me, p, trace_id=None) == "duplicate"
     await service.create(me, content="always use bullet points", type="format")
-    assert await q.enqueue(me, proposal(policy, "Always use bullet points", "format"),
-                           trace_id=None) == "duplicate"
+    assert (
+        await q.enqueue(me, proposal(policy, "Always use bullet points", "format"), trace_id=None)
+        == "duplicate"
+    )
     assert len(await q.list(me)) == 1
 
 
-async def test_other_users_and_tenants_cannot_touch_candidates(service: Memories,
-                                                               policy: Policy) -> None:
+async def test_other_users_and_tenants_cannot_touch_candidates(
+    service: Memories, policy: Policy
+) -> None:
     q, me = queue_for(service), who()
     await q.enqueue(me, proposal(policy, "I prefer green tea"), trace_id=None)
     [cand] = await q.list(me)
     for other in (who(user="bob", tenant=me.tenant), who(user="alice")):
         assert await q.list(other) == []
-        for action in (q.get(other, cand["id"]), q.confirm(other, cand["id"], service),
-                       q.reject(other, cand["id"])):
+        for action in (
+            q.get(other, cand["id"]),
+            q.confirm(other, cand["id"], service),
+            q.reject(other, cand["id"]),
+        ):
             with pytest.raises(NotFound):
                 await action
     assert len(await q.list(me)) == 1
@@ -139,9 +152,10 @@ async def test_candidate_keys_have_the_policy_ttl(service: Memories, policy: Pol
 
 async def test_submit_and_drain_queue_candidates_and_count_refusals(service: Memories) -> None:
     q, me = queue_for(service), who(project="shop")
-    messages = [{"role": "assistant", "content": "You live in Paris."},
-                {"role": "user",
-                 "content": "我们这个项目用 FastAPI。这次简短一点。以后都用中文回答我"}]
+    messages = [
+        {"role": "assistant", "content": "You live in Paris."},
+        {"role": "user", "content": "我们这个项目用 FastAPI。这次简短一点。以后都用中文回答我"},
+    ]
     await q.submit(me, messages, ["以后都用中文回答我"], me.trace_id)
     outcomes = await q.drain_once()
     assert sorted(outcomes) == ["queued", "refused_one_time"]
@@ -154,8 +168,7 @@ async def test_submit_and_drain_queue_candidates_and_count_refusals(service: Mem
 async def test_secrets_never_reach_redis(service: Memories) -> None:
     q, me = queue_for(service), who()
     for text, _ in SECRET_VALUES:
-        await q.submit(me, [{"role": "user", "content": f"remember that {text}"}], [],
-                       me.trace_id)
+        await q.submit(me, [{"role": "user", "content": f"remember that {text}"}], [], me.trace_id)
     outcomes = []
     while batch := await q.drain_once():
         outcomes += batch
@@ -170,8 +183,9 @@ async def test_secrets_never_reach_redis(service: Memories) -> None:
         elif kind == "string":
             dump += await redis.get(key) or b""
         elif kind in ("set", "zset"):
-            dump += b"".join(await redis.zrange(key, 0, -1) if kind == "zset"
-                             else await redis.smembers(key))
+            dump += b"".join(
+                await redis.zrange(key, 0, -1) if kind == "zset" else await redis.smembers(key)
+            )
         elif kind == "stream":
             for _id, fields in await redis.xrange(key):
                 dump += b"".join(fields.values())
@@ -185,12 +199,19 @@ async def test_a_crashed_worker_loses_no_job(service: Memories) -> None:
     await first.submit(me, [{"role": "user", "content": "I prefer Rust"}], [], me.trace_id)
     await first.ensure_group()
     # The worker reads the job, then crashes before acknowledging it.
-    reply = await service.store.redis.xreadgroup(first.group, "worker-a", {first.stream: ">"},
-                                                 count=10)
+    reply = await service.store.redis.xreadgroup(
+        first.group, "worker-a", {first.stream: ">"}, count=10
+    )
     assert len(reply[0][1]) == 1
     assert await first.list(me) == []
-    second = CandidateQueue(service.store, service.policy, service.clock, stream=first.stream,
-                            consumer="worker-b", claim_idle_ms=0)
+    second = CandidateQueue(
+        service.store,
+        service.policy,
+        service.clock,
+        stream=first.stream,
+        consumer="worker-b",
+        claim_idle_ms=0,
+    )
     assert await second.drain_once() == ["queued"]
     assert [c["content"] for c in await second.list(me)] == ["I prefer Rust"]
     pending = await service.store.redis.xpending(first.stream, first.group)
@@ -201,8 +222,9 @@ async def test_correction_supersedes_the_memory_it_corrects(service: Memories) -
     q, me = queue_for(service), who()
     old = (await service.create(me, content="I use VS Code", type="profile")).memory
     answer_trace = "tr_answer1"
-    await service.store.put_trace(me.tenant, me.user, answer_trace,
-                                  {"id": answer_trace, "injected": [old.id]}, 600)
+    await service.store.put_trace(
+        me.tenant, me.user, answer_trace, {"id": answer_trace, "injected": [old.id]}, 600
+    )
     await q.submit(me, [{"role": "user", "content": "Which editor do I use?"}], [], answer_trace)
     await q.submit(me, [{"role": "user", "content": "不对，我现在用的是 Neovim"}], [], "tr_next")
     outcomes = []

@@ -40,9 +40,16 @@ def policy() -> Policy:
 
 
 def cand(content: str, type: str = "preference", **extra: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"content": content, "type": type, "scope": "global",
-                            "sensitivity": "low", "one_time": False, "slot": None,
-                            "is_correction": False, "inference": False}
+    base: dict[str, Any] = {
+        "content": content,
+        "type": type,
+        "scope": "global",
+        "sensitivity": "low",
+        "one_time": False,
+        "slot": None,
+        "is_correction": False,
+        "inference": False,
+    }
     return {**base, **extra}
 
 
@@ -55,12 +62,24 @@ def reply(*candidates: dict[str, Any]) -> str:
     return json.dumps({"candidates": list(candidates)}, ensure_ascii=False)
 
 
-def screened(policy: Policy, text: str, *candidates: dict[str, Any], project: str | None = None,
-             task: str | None = None, injected: tuple[str, ...] = ()) -> MineResult:
+def screened(
+    policy: Policy,
+    text: str,
+    *candidates: dict[str, Any],
+    project: str | None = None,
+    task: str | None = None,
+    injected: tuple[str, ...] = (),
+) -> MineResult:
     parsed = [LlmCandidate.model_validate(c) for c in candidates]
-    return screen_candidates(parsed, text, project_id=project, task=task,
-                             injected_keys={mining_key(t) for t in injected}, policy=policy,
-                             now=NOW)
+    return screen_candidates(
+        parsed,
+        text,
+        project_id=project,
+        task=task,
+        injected_keys={mining_key(t) for t in injected},
+        policy=policy,
+        now=NOW,
+    )
 
 
 # --- the request -----------------------------------------------------------------------------
@@ -92,8 +111,12 @@ def test_request_is_a_strict_json_schema_with_the_policys_types(policy: Policy) 
 
 def test_parse_a_valid_reply() -> None:
     [c] = parse_reply(completion(reply(cand("回答用中文", slot="language"))))
-    assert (c.content, c.type, c.slot, c.one_time) == ("回答用中文", "preference", "language",
-                                                        False)
+    assert (c.content, c.type, c.slot, c.one_time) == (
+        "回答用中文",
+        "preference",
+        "language",
+        False,
+    )
     assert parse_reply(completion('{"candidates": []}')) == []
 
 
@@ -102,20 +125,23 @@ def test_a_runaway_reply_is_capped() -> None:
     assert len(parse_reply(completion(reply(*many)))) == MAX_CANDIDATES
 
 
-@pytest.mark.parametrize("body", [
-    b"not json",
-    b"{}",
-    json.dumps({"choices": []}).encode(),
-    completion(None),
-    completion("not json {"),
-    completion('{"candidates": [{"content": "x"}]}'),  # missing fields
-    completion(reply(cand("x", extra_field=1))),  # unknown field
-    completion(reply(cand("x", one_time="false"))),  # strict: no "false" -> False
-    completion(reply(cand("x", scope="everywhere"))),
-    completion(reply(cand("x", sensitivity="none"))),
-    completion('{"candidates": {}}'),
-    completion(reply(cand("x")), refusal="I can't help with that."),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"{}",
+        json.dumps({"choices": []}).encode(),
+        completion(None),
+        completion("not json {"),
+        completion('{"candidates": [{"content": "x"}]}'),  # missing fields
+        completion(reply(cand("x", extra_field=1))),  # unknown field
+        completion(reply(cand("x", one_time="false"))),  # strict: no "false" -> False
+        completion(reply(cand("x", scope="everywhere"))),
+        completion(reply(cand("x", sensitivity="none"))),
+        completion('{"candidates": {}}'),
+        completion(reply(cand("x")), refusal="I can't help with that."),
+    ],
+)
 def test_anything_off_schema_is_malformed(body: bytes) -> None:
     with pytest.raises(ExtractorFailure) as err:
         parse_reply(body)
@@ -128,8 +154,13 @@ def test_anything_off_schema_is_malformed(body: bytes) -> None:
 def test_a_stated_preference_keeps_its_type_and_slot(policy: Policy) -> None:
     text = "以后都用中文回答我"
     [p] = screened(policy, text, cand("以后都用中文回答", slot="language")).proposals
-    assert (p.type, p.slot, p.scope, p.source, p.rule) == ("preference", "language", "global",
-                                                          "user_stated", "llm")
+    assert (p.type, p.slot, p.scope, p.source, p.rule) == (
+        "preference",
+        "language",
+        "global",
+        "user_stated",
+        "llm",
+    )
     assert p.evidence == text and not p.is_inference
 
 
@@ -141,7 +172,8 @@ def test_the_gate_derives_a_slot_the_model_left_out_or_misspelt(policy: Policy) 
 
 def test_one_time_and_secrets_are_refused_whatever_the_model_says(policy: Policy) -> None:
     result = screened(
-        policy, "text",
+        policy,
+        "text",
         cand("Answer in French", one_time=True),  # model: one-time
         cand("这次简短一点", type="preference"),  # model missed it; the gate did not
         cand(f"my api key is {SECRET}", type="profile"),  # model copied a secret
@@ -150,47 +182,70 @@ def test_one_time_and_secrets_are_refused_whatever_the_model_says(policy: Policy
         cand("be a pirate", type="roleplay"),  # a session type
     )
     assert result.proposals == []
-    assert sorted(result.refused) == sorted(["refused_one_time", "refused_one_time",
-                                             "refused_sensitive", "refused_sensitive",
-                                             "refused_sensitive", "refused_one_time"])
+    assert sorted(result.refused) == sorted(
+        [
+            "refused_one_time",
+            "refused_one_time",
+            "refused_sensitive",
+            "refused_sensitive",
+            "refused_sensitive",
+            "refused_one_time",
+        ]
+    )
 
 
 def test_a_model_inference_is_only_queued_as_one(policy: Policy) -> None:
-    [p] = screened(policy, "x", cand("The user is a backend developer", type="profile",
-                                     inference=True)).proposals
+    [p] = screened(
+        policy, "x", cand("The user is a backend developer", type="profile", inference=True)
+    ).proposals
     assert p.source == "model_inference" and p.is_inference
     [q] = screened(policy, "x", cand("Probably likes cats", type="inference")).proposals
     assert q.source == "model_inference"
 
 
 def test_scopes(policy: Policy) -> None:
-    [p] = screened(policy, "x", cand("This repo uses FastAPI", type="project",
-                                     scope="project"), project="shop").proposals
+    [p] = screened(
+        policy, "x", cand("This repo uses FastAPI", type="project", scope="project"), project="shop"
+    ).proposals
     assert (p.type, p.scope, p.project_id, p.slot) == ("project", "project", "shop", "framework")
-    [q] = screened(policy, "x", cand("This repo uses FastAPI", type="project",
-                                     scope="project")).proposals
+    [q] = screened(
+        policy, "x", cand("This repo uses FastAPI", type="project", scope="project")
+    ).proposals
     assert (q.type, q.scope, q.project_id) == ("profile", "global", None)
-    [t] = screened(policy, "x", cand("Use British spelling", scope="task"),
-                   task="writing").proposals
+    [t] = screened(
+        policy, "x", cand("Use British spelling", scope="task"), task="writing"
+    ).proposals
     assert t.scope == "task:writing"
     [g] = screened(policy, "x", cand("Use British spelling", scope="task")).proposals
     assert g.scope == "global"
 
 
 def test_injected_memories_repeats_and_junk_are_dropped(policy: Policy) -> None:
-    result = screened(policy, "x", cand("回答用中文"), cand("I like tea"), cand("I like tea!"),
-                      cand("  ", type="profile"), cand("I like jazz", type="no-such-type"),
-                      injected=("回答用中文",))
+    result = screened(
+        policy,
+        "x",
+        cand("回答用中文"),
+        cand("I like tea"),
+        cand("I like tea!"),
+        cand("  ", type="profile"),
+        cand("I like jazz", type="no-such-type"),
+        injected=("回答用中文",),
+    )
     assert [p.content for p in result.proposals] == ["I like tea"]
     assert result.refused == ["invalid", "invalid"]
     # the user repeated an injected memory word for word: nothing to propose
-    assert screened(policy, "回答用中文", cand("Answer in Chinese"),
-                    injected=("回答用中文",)).proposals == []
+    assert (
+        screened(
+            policy, "回答用中文", cand("Answer in Chinese"), injected=("回答用中文",)
+        ).proposals
+        == []
+    )
 
 
 def test_the_model_can_raise_sensitivity_never_lower_it(policy: Policy) -> None:
-    [p] = screened(policy, "x", cand("I live in Berlin", type="profile",
-                                     sensitivity="medium")).proposals
+    [p] = screened(
+        policy, "x", cand("I live in Berlin", type="profile", sensitivity="medium")
+    ).proposals
     assert p.sensitivity == "medium"
     [q] = screened(policy, "x", cand("my email is li@example.com", type="profile")).proposals
     assert q.sensitivity == "medium"
@@ -228,8 +283,11 @@ def metric(gw: Any, name: str, wait: float = 0.0, at_least: float = 0.0) -> floa
     deadline = time.monotonic() + wait
     while True:
         text = httpx.get(f"{gw.url}/metrics").text
-        found = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                 if line.startswith(name + " ")]
+        found = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name + " ")
+        ]
         value = found[0] if found else 0.0
         if value >= at_least or time.monotonic() > deadline:
             return value
@@ -237,29 +295,41 @@ def metric(gw: Any, name: str, wait: float = 0.0, at_least: float = 0.0) -> floa
 
 
 def llm_gateway(make_gateway: GatewayFactory, **overrides: Any) -> Any:
-    values: dict[str, Any] = {"extractor": "llm", "upstream_api_key": UPSTREAM_KEY,
-                              "extractor_model": "extract-model"}
+    values: dict[str, Any] = {
+        "extractor": "llm",
+        "upstream_api_key": UPSTREAM_KEY,
+        "extractor_model": "extract-model",
+    }
     return make_gateway(**{**values, **overrides})
 
 
 def test_llm_candidate_is_queued_and_sees_only_the_latest_user_message(
-        make_gateway: GatewayFactory, upstream: Upstream) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream
+) -> None:
     gw = llm_gateway(make_gateway)
     me = User(gw)
     memory_id = me.remember("My cat is called Mochi", type="profile")
-    upstream.state.extract_reply = reply(cand("我家猫最爱吃金枪鱼", type="profile",
-                                              slot="pet_food"))
+    upstream.state.extract_reply = reply(
+        cand("我家猫最爱吃金枪鱼", type="profile", slot="pet_food")
+    )
     latest = "我家猫最爱吃金枪鱼，给我的猫 Mochi 推荐点零食？"
-    raw = me.ask("", messages=[
-        {"role": "user", "content": "Tell me a story about a fox"},
-        {"role": "assistant", "content": "ASSISTANT-ANSWER once upon a time"},
-        {"role": "user", "content": latest},
-    ])
+    raw = me.ask(
+        "",
+        messages=[
+            {"role": "user", "content": "Tell me a story about a fox"},
+            {"role": "assistant", "content": "ASSISTANT-ANSWER once upon a time"},
+            {"role": "user", "content": latest},
+        ],
+    )
     assert me.injected(raw) == [memory_id]
     [queued] = pending(me, 1)
-    assert (queued["content"], queued["type"], queued["slot"], queued["source"],
-            queued["inference"]) == ("我家猫最爱吃金枪鱼", "profile", "pet_food", "user_stated",
-                                     False)
+    assert (
+        queued["content"],
+        queued["type"],
+        queued["slot"],
+        queued["source"],
+        queued["inference"],
+    ) == ("我家猫最爱吃金枪鱼", "profile", "pet_food", "user_stated", False)
     [call] = upstream.state.extractions()
     assert call.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # never the client's key
     body = call.json()
@@ -267,8 +337,13 @@ def test_llm_candidate_is_queued_and_sees_only_the_latest_user_message(
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][1]["content"] == latest
     sent = call.body.decode()
-    for absent in ("ASSISTANT-ANSWER", "Tell me a story", "My cat is called Mochi", "<memories",
-                   me.key):
+    for absent in (
+        "ASSISTANT-ANSWER",
+        "Tell me a story",
+        "My cat is called Mochi",
+        "<memories",
+        me.key,
+    ):
         assert absent not in sent, absent
 
 
@@ -300,7 +375,8 @@ def all_redis_text(client: redis.Redis) -> str:
 
 
 def test_one_time_and_secret_candidates_are_never_queued(
-        make_gateway: GatewayFactory, upstream: Upstream, redis_url: str) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream, redis_url: str
+) -> None:
     gw = llm_gateway(make_gateway)
     me = User(gw)
     me.remember("I like green tea")  # proves the scan below reads stored values
@@ -310,8 +386,10 @@ def test_one_time_and_secret_candidates_are_never_queued(
         cand("my locker code is 4711", type="profile", sensitivity="high"),
     )
     me.ask(f"remember my api key is {SECRET}, and answer in French this time")
-    assert metric(gw, 'memgate_candidates_total{outcome="refused_sensitive"}', wait=10,
-                  at_least=2) == 2
+    assert (
+        metric(gw, 'memgate_candidates_total{outcome="refused_sensitive"}', wait=10, at_least=2)
+        == 2
+    )
     assert metric(gw, 'memgate_candidates_total{outcome="refused_one_time"}') == 1
     assert metric(gw, 'memgate_candidates_total{outcome="queued"}') == 0
     assert pending(me, 1, wait=0.3) == []
@@ -326,25 +404,30 @@ def test_one_time_and_secret_candidates_are_never_queued(
 
 
 def test_an_llm_inference_is_queued_only_as_an_inference(
-        make_gateway: GatewayFactory, upstream: Upstream) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream
+) -> None:
     gw = llm_gateway(make_gateway)
     me = User(gw)
-    upstream.state.extract_reply = reply(cand("The user is a backend developer", type="profile",
-                                              inference=True))
+    upstream.state.extract_reply = reply(
+        cand("The user is a backend developer", type="profile", inference=True)
+    )
     me.ask("How do I add an index to a Postgres table?")
     [queued] = pending(me, 1)
     assert queued["source"] == "model_inference" and queued["inference"] is True
     assert httpx.get(f"{gw.base_url}/memories", headers=me.headers).json()["data"] == []
 
 
-@pytest.mark.parametrize(("status", "answer", "reason"), [
-    (200, "sorry, no JSON today", "malformed"),
-    (200, reply(cand("以后用中文", scope="everywhere")), "malformed"),
-    (500, "", "upstream_error"),
-])
+@pytest.mark.parametrize(
+    ("status", "answer", "reason"),
+    [
+        (200, "sorry, no JSON today", "malformed"),
+        (200, reply(cand("以后用中文", scope="everywhere")), "malformed"),
+        (500, "", "upstream_error"),
+    ],
+)
 def test_a_failed_extraction_falls_back_to_the_rules(
-        make_gateway: GatewayFactory, upstream: Upstream, status: int, answer: str,
-        reason: str) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream, status: int, answer: str, reason: str
+) -> None:
     gw = llm_gateway(make_gateway)
     me = User(gw)
     upstream.state.extract_status = status
@@ -357,7 +440,8 @@ def test_a_failed_extraction_falls_back_to_the_rules(
 
 
 def test_without_an_upstream_key_a_refused_call_switches_to_the_rules(
-        make_gateway: GatewayFactory, upstream: Upstream) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream
+) -> None:
     gw = make_gateway(extractor="llm")  # no MEMGATE_UPSTREAM_API_KEY
     me = User(gw)
     upstream.state.extract_status = 401
@@ -373,7 +457,8 @@ def test_without_an_upstream_key_a_refused_call_switches_to_the_rules(
 
 
 def test_the_default_rules_extractor_never_calls_the_upstream(
-        make_gateway: GatewayFactory, upstream: Upstream) -> None:
+    make_gateway: GatewayFactory, upstream: Upstream
+) -> None:
     gw = make_gateway()
     me = User(gw)
     me.ask("以后都用中文回答我")

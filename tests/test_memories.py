@@ -420,10 +420,12 @@ async def test_large_user_search_strategy_finds_the_same(service: Memories) -> N
     assert (await service.store.get_settings(me.tenant, me.user))["memory_count"] == "3"
     vector = (await service.embedder.embed(["what do I drink?"]))[0]
     args = (me.tenant, me.user, vector, "drink")
-    small = await service.store.recall_candidates(*args, project_id=None, task=None,
-                                                  now_ts=0.0, pool=20)
-    large = await service.store.recall_candidates(*args, project_id=None, task=None,
-                                                  now_ts=0.0, pool=20, large=True)
+    small = await service.store.recall_candidates(
+        *args, project_id=None, task=None, now_ts=0.0, pool=20
+    )
+    large = await service.store.recall_candidates(
+        *args, project_id=None, task=None, now_ts=0.0, pool=20, large=True
+    )
     assert sorted(h.memory.id for h in small) == sorted(h.memory.id for h in large)
     assert len(large) == 3
 
@@ -440,8 +442,14 @@ async def test_searches_read_resp2_and_resp3_replies_alike(service: Memories) ->
 
     async def hits() -> dict[str, tuple[float, float]]:
         found = await store.recall_candidates(
-            me.tenant, me.user, vector, "tea drink", project_id=None, task=None,
-            now_ts=0.0, pool=20,
+            me.tenant,
+            me.user,
+            vector,
+            "tea drink",
+            project_id=None,
+            task=None,
+            now_ts=0.0,
+            pool=20,
         )
         return {h.memory.content: (round(h.vector, 5), round(h.text, 5)) for h in found}
 
@@ -469,12 +477,29 @@ def test_every_field_survives_the_hash_round_trip() -> None:
         return datetime(2026, 1, day, 12, 0, tzinfo=UTC)
 
     memory = Memory(
-        id="mem_a", tenant="ten", user="usr", content="我喝茶 tea", type="preference",
-        source="user_confirmed", scope="project", project_id="proj", slot="drink",
-        confidence=0.75, sensitivity="medium", status="superseded", created_at=at(1),
-        updated_at=at(2), confirmed_at=at(3), expires_at=at(4), supersedes=["mem_x", "mem_y"],
-        superseded_by="mem_b", evidence_trace="trace1", evidence_excerpt="said so",
-        inject_count=7, last_injected_at=at(5), embedding_model="usem3",
+        id="mem_a",
+        tenant="ten",
+        user="usr",
+        content="我喝茶 tea",
+        type="preference",
+        source="user_confirmed",
+        scope="project",
+        project_id="proj",
+        slot="drink",
+        confidence=0.75,
+        sensitivity="medium",
+        status="superseded",
+        created_at=at(1),
+        updated_at=at(2),
+        confirmed_at=at(3),
+        expires_at=at(4),
+        supersedes=["mem_x", "mem_y"],
+        superseded_by="mem_b",
+        evidence_trace="trace1",
+        evidence_excerpt="said so",
+        inject_count=7,
+        last_injected_at=at(5),
+        embedding_model="usem3",
     )
     stored = memory.to_hash(search_text="tea", embedding=b"\0" * 8)
     raw = {k.encode(): (v if isinstance(v, bytes) else str(v).encode()) for k, v in stored.items()}
@@ -495,9 +520,16 @@ async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) ->
     written = set()
     for i in range(450):
         memory = Memory(
-            id=new_memory_id(), tenant=me.tenant, user=me.user, content=f"fact number {i}",
-            type="project", source="user_stated", created_at=now, updated_at=now,
-            confirmed_at=now, embedding_model=service.embedder.model_id,
+            id=new_memory_id(),
+            tenant=me.tenant,
+            user=me.user,
+            content=f"fact number {i}",
+            type="project",
+            source="user_stated",
+            created_at=now,
+            updated_at=now,
+            confirmed_at=now,
+            embedding_model=service.embedder.model_id,
         )
         vector = np.zeros(service.embedder.dims or 512, dtype=np.float32)
         vector[i % 512] = 1.0

@@ -195,8 +195,9 @@ class CommandLog:
         wait_until("MONITOR to start", live)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._client.echo(f"{self._mark}-stop")
         self._thread.join(DEADLINE)
         self._client.close()
@@ -227,7 +228,11 @@ def test_stated_preference_is_queued_confirmed_injected_and_pausable(
     [cand] = pending(me, 1)
     assert cand["content"] == "以后都用中文回答我"
     assert (cand["type"], cand["slot"], cand["scope"], cand["source"]) == (
-        "preference", "language", "global", "user_stated")
+        "preference",
+        "language",
+        "global",
+        "user_stated",
+    )
     assert cand["is_correction"] is False and cand["corrects"] is None
     assert cand["evidence"]["trace_id"] == said.headers["x-memory-trace-id"]
     assert memories(me) == []  # nothing is stored before the user confirms
@@ -243,16 +248,18 @@ def test_stated_preference_is_queued_confirmed_injected_and_pausable(
     assert injected_facts(upstream) == ["以后都用中文回答我"]
 
     # Pause stops injection (the memory is still recalled, then dropped as "paused") ...
-    resp = httpx.patch(f"{gateway.base_url}/memory/settings", headers=me.headers,
-                       json={"recall_paused": True})
+    resp = httpx.patch(
+        f"{gateway.base_url}/memory/settings", headers=me.headers, json={"recall_paused": True}
+    )
     assert resp.json()["recall_paused"] is True
     raw = me.ask("你应该用什么语言回答我？")
     assert me.injected(raw) == [] and memory_message(upstream) is None
     dropped = {c["id"]: c["reason"] for c in me.trace(raw)["candidates"]}
     assert dropped.get(stored["id"]) == "paused"
     # ... and resuming brings exactly that memory back.
-    httpx.patch(f"{gateway.base_url}/memory/settings", headers=me.headers,
-                json={"recall_paused": False})
+    httpx.patch(
+        f"{gateway.base_url}/memory/settings", headers=me.headers, json={"recall_paused": False}
+    )
     assert me.injected(me.ask("你应该用什么语言回答我？")) == [stored["id"]]
 
 
@@ -323,11 +330,23 @@ def test_secret_messages_queue_nothing_and_never_reach_redis(
     [
         # No slot: the correction can only be linked through the trace of the answer it
         # follows (the answer that injected the old memory).
-        ("我喜欢喝乌龙茶", "我喜欢喝什么茶？", "不对，我现在喜欢喝龙井茶", "我现在喜欢喝龙井茶",
-         "乌龙", "龙井"),
+        (
+            "我喜欢喝乌龙茶",
+            "我喜欢喝什么茶？",
+            "不对，我现在喜欢喝龙井茶",
+            "我现在喜欢喝龙井茶",
+            "乌龙",
+            "龙井",
+        ),
         # Same slot (location) as well.
-        ("I live in Shanghai", "Which city do I live in?", "no, I moved to Berlin",
-         "I moved to Berlin", "Shanghai", "Berlin"),
+        (
+            "I live in Shanghai",
+            "Which city do I live in?",
+            "no, I moved to Berlin",
+            "I moved to Berlin",
+            "Shanghai",
+            "Berlin",
+        ),
     ],
     ids=["zh-linked-by-trace", "en-same-slot"],
 )
@@ -359,8 +378,10 @@ def test_correction_supersedes_the_memory_it_corrects(
     assert cand["evidence"]["trace_id"] == fixed.headers["x-memory-trace-id"]
     assert memory(me, old)["status"] == "active"  # nothing changes before confirmation
     # counted right after the candidate is queued: poll, then check it counted just this one
-    wait_until("the correction to be counted",
-               lambda: True if counter(gateway, "memgate_corrections_total") >= 1 else None)
+    wait_until(
+        "the correction to be counted",
+        lambda: True if counter(gateway, "memgate_corrections_total") >= 1 else None,
+    )
     assert counter(gateway, "memgate_corrections_total") == 1
 
     stored = confirm(me, cand["id"])
@@ -382,7 +403,8 @@ def test_correction_supersedes_the_memory_it_corrects(
     report = httpx.get(f"{gateway.base_url}/memory/report", headers=me.headers).json()
     assert report["active"] == 1 and report["counts_by_type"] == {kind: 1}
     assert [(m["id"], m["superseded_by"]) for m in report["injected_then_corrected"]] == [
-        (old, new)]
+        (old, new)
+    ]
 
 
 def test_delete_by_project_keeps_other_projects_and_globals(
@@ -405,11 +427,16 @@ def test_delete_by_project_keeps_other_projects_and_globals(
     injected = me.injected(me.ask(database, project="beta"))
     assert b_db in injected and not {a_db, a_deploy} & set(injected)
 
-    resp = httpx.delete(f"{gateway.base_url}/memories", headers=me.headers,
-                        params={"project_id": "alpha"})
+    resp = httpx.delete(
+        f"{gateway.base_url}/memories", headers=me.headers, params={"project_id": "alpha"}
+    )
     assert resp.status_code == 200, resp.text
-    assert resp.json() == {"object": "memory.deleted", "deleted": 2, "project_id": "alpha",
-                           "all": False}
+    assert resp.json() == {
+        "object": "memory.deleted",
+        "deleted": 2,
+        "project_id": "alpha",
+        "all": False,
+    }
 
     assert memories(me, project_id="alpha") == []
     assert {m["id"] for m in memories(me)} == {b_db, lang}
@@ -426,8 +453,9 @@ def test_delete_by_project_keeps_other_projects_and_globals(
     assert "This project uses MySQL as its database" in injected_facts(upstream)
     assert me.injected(me.ask(language, project="alpha")) == [lang]
 
-    again = httpx.delete(f"{gateway.base_url}/memories", headers=me.headers,
-                         params={"project_id": "alpha"})
+    again = httpx.delete(
+        f"{gateway.base_url}/memories", headers=me.headers, params={"project_id": "alpha"}
+    )
     assert again.json()["deleted"] == 0
 
 
@@ -454,7 +482,11 @@ def test_confirm_with_edits_injects_the_edited_memory(
     edited = "I prefer green tea without sugar"
     stored = confirm(me, cand["id"], {"content": edited, "scope": "project", "project_id": "cafe"})
     assert (stored["content"], stored["type"], stored["scope"], stored["project_id"]) == (
-        edited, "preference", "project", "cafe")
+        edited,
+        "preference",
+        "project",
+        "cafe",
+    )
     assert stored["evidence"]["trace_id"] == said.headers["x-memory-trace-id"]
     assert memory(me, stored["id"])["content"] == edited
     assert pending(me, 0) == []
@@ -472,8 +504,9 @@ def test_rejected_candidate_is_not_proposed_again(gateway: Gateway, rdb: redis.R
     me = User(gateway)
     me.ask("I prefer answers with bullet points")
     [cand] = pending(me, 1)
-    resp = httpx.post(f"{gateway.base_url}/memory/candidates/{cand['id']}/reject",
-                      headers=me.headers)
+    resp = httpx.post(
+        f"{gateway.base_url}/memory/candidates/{cand['id']}/reject", headers=me.headers
+    )
     assert resp.json()["rejected"] is True
     assert pending(me, 0) == []
     before = mining_idle(gateway, rdb)
@@ -493,8 +526,9 @@ def test_users_never_see_each_others_memories_or_candidates(gateway: Gateway) ->
     for them in (neighbour, other_app):
         assert candidates(them) == []
         for action in ("confirm", "reject"):
-            resp = httpx.post(f"{base}/memory/candidates/{cand['id']}/{action}",
-                              headers=them.headers)
+            resp = httpx.post(
+                f"{base}/memory/candidates/{cand['id']}/{action}", headers=them.headers
+            )
             assert resp.status_code == 404, (action, resp.text)
     assert [c["id"] for c in pending(me, 0)] == [cand["id"]]  # untouched by the others
 
@@ -502,8 +536,12 @@ def test_users_never_see_each_others_memories_or_candidates(gateway: Gateway) ->
     for them in (neighbour, other_app):
         assert memories(them) == []
         for method, path in (("GET", ""), ("GET", "/history"), ("PATCH", ""), ("DELETE", "")):
-            resp = httpx.request(method, f"{base}/memories/{mid}{path}", headers=them.headers,
-                                 json={"content": "回答用英文"} if method == "PATCH" else None)
+            resp = httpx.request(
+                method,
+                f"{base}/memories/{mid}{path}",
+                headers=them.headers,
+                json={"content": "回答用英文"} if method == "PATCH" else None,
+            )
             assert resp.status_code == 404, (method, path, resp.text)
         resp = httpx.delete(f"{base}/memories", headers=them.headers, params={"all": "true"})
         assert resp.json()["deleted"] == 0

@@ -119,13 +119,11 @@ def test_every_declared_example_behaves(policy: Policy) -> None:
     # A mining rule's example, said on its own, is mined by that rule.
     for rule in policy.mining.rules:
         for example in rule.examples:
-            mined = extract([{"role": "user", "content": example}], project_id="p",
-                            policy=policy)
+            mined = extract([{"role": "user", "content": example}], project_id="p", policy=policy)
             assert [(p.rule, p.type) for p in mined.proposals] == [(rule.name, rule.type)]
     for spec in policy.mining.questions:
         for example in spec.examples:
-            mined = extract([{"role": "user", "content": example}], project_id="p",
-                            policy=policy)
+            mined = extract([{"role": "user", "content": example}], project_id="p", policy=policy)
             assert mined.proposals == [], example
 
 

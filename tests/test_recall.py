@@ -321,15 +321,22 @@ def test_report_lists_unused_and_corrected_memories(gateway: Gateway) -> None:
     assert report["object"] == "memory.report" and report["active"] == 2
     assert report["counts_by_type"] == {"preference": 2}
     assert [m["id"] for m in report["never_injected"]] == [chinese, unused] or [
-        m["id"] for m in report["never_injected"]] == [unused, chinese]
+        m["id"] for m in report["never_injected"]
+    ] == [unused, chinese]
     assert [(m["id"], m["superseded_by"]) for m in report["injected_then_corrected"]] == [
-        (english, chinese)]
+        (english, chinese)
+    ]
 
 
 def test_memory_api_is_on_the_openapi_page(gateway: Gateway) -> None:
     spec = httpx.get(f"{gateway.url}/schema/openapi.json").json()
-    for path in ("/v1/memories", "/v1/memories/{memory_id}", "/v1/memory/candidates",
-                 "/v1/memory/traces/{trace_id}", "/v1/memory/report"):
+    for path in (
+        "/v1/memories",
+        "/v1/memories/{memory_id}",
+        "/v1/memory/candidates",
+        "/v1/memory/traces/{trace_id}",
+        "/v1/memory/report",
+    ):
         assert path in spec["paths"], path
 
 

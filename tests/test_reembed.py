@@ -44,8 +44,11 @@ async def test_reembed_moves_memories_to_the_upstream_model(
         plan = await old.create(me, content="下周去上海出差", type="plan")
         await old_store.aclose()
 
-        settings = Settings(upstream_url=upstream.url, embeddings="upstream",
-                            embeddings_model="text-embedding-3-small")
+        settings = Settings(
+            upstream_url=upstream.url,
+            embeddings="upstream",
+            embeddings_model="text-embedding-3-small",
+        )
         embedder = UpstreamEmbedder(settings)
         new_store = Store(server.url)
         new = Memories(new_store, embedder, policy, clock)
@@ -127,8 +130,12 @@ async def test_a_move_skips_a_memory_changed_since_it_was_read(tmp_path: Path) -
         # an older replica edits the memory after it was read for the move
         await old.update(me, made.memory.id, {"content": "I live in Munich"})
         moved = await store.move_memory(
-            key, raw, Memory.from_hash(raw), search_text="berlin",
-            embedding=np.zeros(512, np.float32), ttl_ms=-1,
+            key,
+            raw,
+            Memory.from_hash(raw),
+            search_text="berlin",
+            embedding=np.zeros(512, np.float32),
+            ttl_ms=-1,
         )
         assert moved is False
         assert (await old.get(me, made.memory.id)).content == "I live in Munich"
@@ -148,8 +155,11 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
         await Memories(old_store, shared_embedder, load_policy(), SystemClock()).create(
             me, content="I prefer tea", type="preference"
         )
-        settings = Settings(upstream_url=upstream.url, embeddings="upstream",
-                            embeddings_model="text-embedding-3-small")
+        settings = Settings(
+            upstream_url=upstream.url,
+            embeddings="upstream",
+            embeddings_model="text-embedding-3-small",
+        )
         embedder = UpstreamEmbedder(settings)
         store = Store(server.url)
         new = Memories(store, embedder, load_policy(), SystemClock())
@@ -158,8 +168,10 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
             assert await carry_over(new) == 0
         [event] = [e for e in logs if e["event"] == "memories_under_another_model"]
         assert event["indexes"] == {"memgate-mem-usem3q8-512": 1}
-        assert len(await Memories(old_store, shared_embedder, load_policy(), SystemClock())
-                   .list(me)) == 1
+        assert (
+            len(await Memories(old_store, shared_embedder, load_policy(), SystemClock()).list(me))
+            == 1
+        )
         await embedder.aclose()
         await store.aclose()
         await old_store.aclose()

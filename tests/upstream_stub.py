@@ -75,8 +75,10 @@ def _is_extraction(rec: Recorded) -> bool:
         fmt = json.loads(rec.body).get("response_format") or {}
     except ValueError:
         return False
-    return bool(fmt.get("type") == "json_schema"
-                and (fmt.get("json_schema") or {}).get("name") == "memory_candidates")
+    return bool(
+        fmt.get("type") == "json_schema"
+        and (fmt.get("json_schema") or {}).get("name") == "memory_candidates"
+    )
 
 
 def _completion(model: str, text: str) -> dict[str, Any]:
@@ -213,9 +215,18 @@ class UpstreamStub:
         st = self.state
         if _is_extraction(rec):
             if st.extract_status != 200:
-                await _json(send, st.extract_status, {"error": {
-                    "message": "stub extraction error", "type": "server_error", "param": None,
-                    "code": None}})
+                await _json(
+                    send,
+                    st.extract_status,
+                    {
+                        "error": {
+                            "message": "stub extraction error",
+                            "type": "server_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    },
+                )
                 return
             await _json(send, 200, _completion(model, st.extract_reply))
             return
@@ -258,12 +269,19 @@ class UpstreamStub:
             accepted = rec.headers.get("accept-encoding", "")
             payload = json.dumps(_completion(model, st.reply_text)).encode()
             coded = "gzip" in accepted
-            await send({"type": "http.response.start", "status": 200, "headers": [
-                (b"content-type", b"application/json"),
-                *([(b"content-encoding", b"gzip")] if coded else []),
-            ]})
-            await send({"type": "http.response.body",
-                        "body": gzip.compress(payload) if coded else payload})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        *([(b"content-encoding", b"gzip")] if coded else []),
+                    ],
+                }
+            )
+            await send(
+                {"type": "http.response.body", "body": gzip.compress(payload) if coded else payload}
+            )
             return
         if model == "slow":
             await asyncio.sleep(st.slow_seconds)
