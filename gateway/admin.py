@@ -347,6 +347,8 @@ async def edit_memory(
         changes["content"] = form["content"].strip()
     if form.get("type") and form["type"] != memory.type:
         changes["type"] = form["type"]
+    if form.get("applies") and form["applies"] != memory.applies:
+        changes["applies"] = form["applies"]
     if "expires_on" in form:
         changes.update(_expiry_change(form["expires_on"], memory.expires_at))
     if changes:
@@ -422,7 +424,9 @@ async def confirm_candidate(
 ) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     form = await _form(request)
-    edits = {k: form[k].strip() for k in ("content", "type") if form.get(k, "").strip()}
+    edits = {
+        k: form[k].strip() for k in ("content", "type", "applies") if form.get(k, "").strip()
+    }
     await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
     return Redirect(_user_url(ident, "confirmed"), status_code=303)
 

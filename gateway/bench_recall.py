@@ -1511,8 +1511,9 @@ def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str
         "bm25/(bm25+c), "
         "and RRF fuses ranks: neither is what the recaller does; they are there to compare",
         f"  the last row is Recaller.recall itself (policy pool, relevance bar: similarity "
-        f">= {policy.recall.relevance.similarity:g} or keywords >= "
-        f"{policy.recall.relevance.keywords:g}, at most {policy.recall.max_memories}, token "
+        f">= {policy.recall.relevance.similarity:g}, a shared topic or "
+        f"{policy.recall.relevance.shared_terms} shared words, at most "
+        f"{policy.recall.max_memories}, token "
         "budget): is an evidence turn injected? (the same figure in both tables)",
         "",
         _score_table(

@@ -161,6 +161,7 @@ class CandidateQueue:
                 "scope": proposal.scope,
                 "project_id": proposal.project_id or "",
                 "slot": proposal.slot or "",
+                "applies": proposal.applies or "",
                 "sensitivity": proposal.sensitivity,
                 "source": proposal.source,
                 "inference": "1" if proposal.is_inference else "0",
@@ -259,11 +260,14 @@ class CandidateQueue:
             "scope": cand["scope"],
             "project_id": cand["project_id"] or None,
             "slot": cand["slot"] or None,
+            "applies": cand.get("applies") or None,
             "expires_at": None,
         }
         edited = {k: v for k, v in edits.items() if values.get(k) != v}
         if "content" in edited and "slot" not in edited:
             values["slot"] = None  # new words: let the gate derive the slot again
+        if {"content", "type", "scope"} & set(edited) and "applies" not in edited:
+            values["applies"] = None  # and how the memory applies
         values.update(edited)
         if isinstance(values["expires_at"], str) and values["expires_at"]:
             values["expires_at"] = from_iso(values["expires_at"])
@@ -277,6 +281,7 @@ class CandidateQueue:
             expires_at=values["expires_at"] or None,
             confirmed=True,
             slot=values["slot"],
+            applies=values["applies"],
             evidence_trace=cand["evidence_trace"] or None,
             evidence_text=cand["evidence_excerpt"] or None,
         )
@@ -508,6 +513,7 @@ def _to_api(c: dict[str, str]) -> dict[str, Any]:
         "scope": c["scope"],
         "project_id": c.get("project_id") or None,
         "slot": c.get("slot") or None,
+        "applies": c.get("applies") or None,
         "sensitivity": c.get("sensitivity") or "low",
         "source": c["source"],
         "inference": c.get("inference") == "1",

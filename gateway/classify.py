@@ -1,6 +1,7 @@
-"""Text classification driven by the policy: one-time instructions and memory slots.
+"""Text classification driven by the policy: one-time instructions, slots, how a memory
+applies, and topics.
 
-Both are plain regex/keyword rules from ``policies/default.yaml`` so that product behaviour is
+All are plain regex/keyword rules from ``policies/default.yaml`` so that product behaviour is
 readable data; the rules are written to work on Chinese text, which has no spaces.
 """
 
@@ -10,7 +11,14 @@ import unicodedata
 
 from gateway.policy import Policy
 
-__all__ = ["derive_slot", "is_one_time", "normalize"]
+__all__ = [
+    "derive_applies",
+    "derive_slot",
+    "is_one_time",
+    "normalize",
+    "standing_by_words",
+    "topics_of",
+]
 
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -48,3 +56,33 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
         if slot.matches(folded, lowered):
             return slot.name
     return None
+
+
+def standing_by_words(text: str, policy: Policy) -> bool:
+    """Whether the words make a memory a standing instruction ("always give complete code")."""
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.applies.patterns)
+
+
+def derive_applies(
+    text: str, policy: Policy, memory_type: str, slot: str | None, scope: str
+) -> str:
+    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
+    spec = policy.applies
+    scope_kind = "task" if scope.startswith("task:") else scope
+    if (
+        memory_type in spec.types
+        or (slot is not None and slot in spec.slots)
+        or scope_kind in spec.scopes
+        or standing_by_words(text, policy)
+    ):
+        return "always"
+    return spec.default
+
+
+def topics_of(text: str, policy: Policy) -> list[str]:
+    """The policy's topics the text is about, in policy order."""
+    if not text:
+        return []
+    folded = normalize(text)
+    return [topic.name for topic in policy.topics if topic.matches(folded)]

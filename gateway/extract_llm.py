@@ -78,6 +78,10 @@ Rules:
   this time", "这次简短一点", role-play).
 - slot: the subject the memory is about, so a newer value can replace an older one. Use one
   of the known slots below when it fits, else a short snake_case subject, else null.
+- applies: "always" for a standing wish that should shape every answer whatever it is about
+  (answer language, format, length, tone, units, accessibility needs, what to call the user,
+  a project's stack or conventions); "relevant" for facts that matter only when a request is
+  about them (health, diet, pets, family, likes, goals, plans).
 - is_correction: true when the user corrects something said or remembered before
   ("不对，我现在用的是 Neovim", "no, I moved to Berlin").
 - inference: true only when the candidate is your conclusion, not the user's words. Prefer
@@ -109,6 +113,7 @@ class LlmCandidate(BaseModel):
     slot: str | None
     is_correction: bool
     inference: bool
+    applies: Literal["always", "relevant"] | None = None
 
 
 class _Reply(BaseModel):
@@ -130,6 +135,7 @@ def response_schema(policy: Policy) -> dict[str, Any]:
             "slot": {"type": ["string", "null"]},
             "is_correction": {"type": "boolean"},
             "inference": {"type": "boolean"},
+            "applies": {"type": ["string", "null"], "enum": ["always", "relevant", None]},
         },
         "required": list(LlmCandidate.model_fields),
         "additionalProperties": False,
@@ -218,6 +224,7 @@ def to_proposal(
         scope=scope,
         project_id=project,
         slot=slot,
+        applies=candidate.applies,
         source="model_inference" if candidate.inference or type_ == "inference" else "user_stated",
         is_correction=candidate.is_correction,
         horizon=horizon_of(content, policy) if type_ in ("goal", "plan") else None,

@@ -12,12 +12,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.classify import derive_slot, is_one_time
+from gateway.classify import derive_applies, derive_slot, is_one_time, topics_of
 from gateway.policy import Policy
 from gateway.sensitivity import scan
 
-__all__ = ["REASONS", "Draft", "GateDecision", "check_write"]
+__all__ = ["APPLIES", "REASONS", "Draft", "GateDecision", "check_write"]
 
+# How a memory applies (see the policy's `applies`).
+APPLIES = ("always", "relevant")
 # Every reason the gate can give, in the order decisions list them.
 REASONS = ("sensitive", "model_inference", "one_time", "unconfirmed", "duplicate", "invalid")
 
@@ -38,6 +40,7 @@ class Draft:
     expires_at: datetime | None = None  # aware UTC
     confirmed: bool = False  # the user explicitly confirmed this (e.g. a queued candidate)
     slot: str | None = None  # given by caller/extractor; else derived
+    applies: str | None = None  # "always" | "relevant", given by caller/extractor; else derived
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class GateDecision:
     sensitivity: str
     expires_at: datetime | None
     slot: str | None
+    applies: str = "relevant"
+    topics: tuple[str, ...] = ()
 
 
 def _scope_ok(scope: str) -> bool:
@@ -130,6 +135,13 @@ def check_write(
     if slot is None and content and "sensitive" not in reasons:
         slot = derive_slot(content, policy, draft.type if type_spec is not None else None)
 
+    applies = draft.applies
+    if applies is not None and applies not in APPLIES:
+        reasons.add("invalid")
+        applies = None
+    if applies is None:
+        applies = derive_applies(content, policy, draft.type, slot, draft.scope)
+
     ordered = tuple(r for r in REASONS if r in reasons)
     return GateDecision(
         allowed=not ordered,
@@ -138,4 +150,6 @@ def check_write(
         sensitivity=level,
         expires_at=expires_at,
         slot=slot,
+        applies=applies,
+        topics=tuple(topics_of(content, policy)) if "sensitive" not in reasons else (),
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .classify import derive_applies, topics_of
 from .clock import Clock, from_iso, to_iso
 from .embed import Embedder
 from .errors import NotFound, WriteRefused
@@ -20,12 +21,12 @@ from .identity import Identity
 from .policy import Policy
 from .records import Memory, content_key, new_memory_id
 from .sensitivity import redact
-from .store import Store
+from .store import Neighbour, Store
 from .textsearch import search_text
 
 EXCERPT_CHARS = 160
 _NEIGHBOURS = 8
-EDITABLE = ("content", "type", "scope", "project_id", "expires_at", "slot")
+EDITABLE = ("content", "type", "scope", "project_id", "expires_at", "slot", "applies")
 
 
 @dataclass(slots=True)
@@ -64,6 +65,7 @@ class Memories:
         expires_at: datetime | None = None,
         confirmed: bool = False,
         slot: str | None = None,
+        applies: str | None = None,
         confidence: float = 1.0,
         evidence_trace: str | None = None,
         evidence_text: str | None = None,
@@ -80,6 +82,7 @@ class Memories:
             expires_at=expires_at,
             confirmed=confirmed,
             slot=slot,
+            applies=applies,
         )
         decision = check_write(draft, self.policy, now)
         if not decision.allowed:
@@ -115,13 +118,7 @@ class Memories:
                 return WriteOutcome(
                     await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
                 )
-            conflicts = [
-                n.memory
-                for n in neighbours
-                if decision.slot
-                and n.memory.slot == decision.slot
-                and n.similarity >= self.policy.conflict.similarity
-            ]
+            conflicts = await self._replaced_by(ident, decision.slot, scope, project_id, neighbours)
             memory = Memory(
                 id=new_memory_id(),
                 tenant=ident.tenant,
@@ -142,6 +139,8 @@ class Memories:
                 evidence_trace=evidence_trace,
                 evidence_excerpt=self._excerpt(evidence_text) if evidence_text else None,
                 embedding_model=self.embedder.model_id,
+                applies=decision.applies,
+                topics=list(decision.topics),
             )
             expire_at = memory.expires_at.timestamp() if memory.expires_at else None
             await self.store.put_memory(
@@ -155,14 +154,39 @@ class Memories:
                     "source": memory.source,
                     "type": memory.type,
                     "scope": memory.scope,
+                    "applies": memory.applies,
                     "supersedes": memory.supersedes,
                 },
                 now,
             )
             for old in conflicts:
                 await self._supersede(old, memory, now, actor)
-            await self.store.count_memories_written(ident.tenant, ident.user, 1)
+            await self.store.count_memories_written(
+                ident.tenant, ident.user, 1, topical=int(memory.applies == "relevant")
+            )
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
+
+    async def _replaced_by(
+        self,
+        ident: Identity,
+        slot: str | None,
+        scope: str,
+        project_id: str | None,
+        neighbours: builtins.list[Neighbour],
+    ) -> builtins.list[Memory]:
+        """The active memories a new memory in ``slot`` supersedes: in a one-valued slot
+        every one of the same scope, however it was worded ("answer in English", later
+        "以后请用中文回答"); in a many-valued one only those saying nearly the same thing."""
+        if not slot:
+            return []
+        if slot in self.policy.one_valued_slots:
+            same = await self.store.find_memories(
+                ident.tenant, ident.user, status="active", slot=slot
+            )
+            return [m for m in same if m.scope == scope and m.project_id == project_id]
+        known = any(s.name == slot for s in self.policy.slots)
+        bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
+        return [n.memory for n in neighbours if n.memory.slot == slot and n.similarity >= bar]
 
     async def supersede(
         self, ident: Identity, old_id: str, new: Memory, actor: str = "user"
@@ -228,6 +252,10 @@ class Memories:
                 expires_at=after["expires_at"],
                 confirmed=True,
                 slot=after["slot"],
+                # kept as it was unless edited, or unless what it follows from changed
+                applies=None
+                if "applies" not in patch and {"type", "scope"} & set(patch)
+                else after["applies"],
             )
             decision = check_write(draft, self.policy, now)
             if not decision.allowed:
@@ -242,6 +270,8 @@ class Memories:
                 setattr(memory, key, after[key])
             memory.content = draft.content
             memory.slot = decision.slot
+            memory.applies = decision.applies
+            memory.topics = list(decision.topics)
             memory.sensitivity = decision.sensitivity
             memory.expires_at = (
                 decision.expires_at
@@ -256,8 +286,43 @@ class Memories:
                 embedding=vector,
                 expire_at=memory.expires_at.timestamp() if memory.expires_at else None,
             )
+            if before["applies"] != memory.applies:
+                changes["applies"] = [before["applies"], memory.applies]
+                topical = int(memory.applies == "relevant") - int(before["applies"] == "relevant")
+                await self.store.count_memories_written(
+                    ident.tenant, ident.user, 0, topical=topical
+                )
             await self._log(memory, actor, "edited", changes, now)
         return memory
+
+    def settled(self, memory: Memory) -> Memory:
+        """A memory written before ``applies`` and ``topics`` existed, given them as the
+        policy derives them for its words, type, slot and scope."""
+        if not memory.applies:
+            memory.applies = derive_applies(
+                memory.content, self.policy, memory.type, memory.slot, memory.scope
+            )
+            memory.topics = topics_of(memory.content, self.policy)
+        return memory
+
+    async def settle(self) -> int:
+        """Settle (see ``settled``) every memory of the current index that lacks ``applies``;
+        each owner's topical count grows by the topical ones, so it is never low."""
+        await self.ready()
+        settled = 0
+        while batch := await self.store.unsettled_memories(500):
+            topical: dict[tuple[str, str], int] = {}
+            for memory in batch:
+                self.settled(memory)
+                await self.store.update_memory(
+                    memory, {"applies": memory.applies, "topics": ",".join(memory.topics)}
+                )
+                owner = (memory.tenant, memory.user)
+                topical[owner] = topical.get(owner, 0) + int(memory.applies == "relevant")
+            for (tenant, user), count in topical.items():
+                await self.store.count_memories_written(tenant, user, 0, topical=count)
+            settled += len(batch)
+        return settled
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -306,7 +371,9 @@ class Memories:
 
     async def _delete(self, memory: Memory, actor: str, now: datetime) -> None:
         if await self.store.delete_memory(memory.tenant, memory.user, memory.id):
-            await self.store.count_memories_written(memory.tenant, memory.user, -1)
+            await self.store.count_memories_written(
+                memory.tenant, memory.user, -1, topical=-int(memory.applies == "relevant")
+            )
         # The history keeps who deleted what when, without the content, for the retention period.
         retention = now + timedelta(days=self.policy.archive.retention_days)
         await self.store.append_history(

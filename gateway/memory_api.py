@@ -29,6 +29,7 @@ class MemoryIn(msgspec.Struct, forbid_unknown_fields=True):
     expires_at: str | None = None
     source: str = "user_stated"
     slot: str | None = None
+    applies: str | None = None
 
 
 class MemoryPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -38,6 +39,7 @@ class MemoryPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     project_id: str | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: str | msgspec.UnsetType | None = msgspec.UNSET
     slot: str | msgspec.UnsetType | None = msgspec.UNSET
+    applies: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class SettingsPatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -114,6 +116,7 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
         project_id=_project(data.project_id),
         expires_at=_when(data.expires_at, "expires_at"),
         slot=data.slot,
+        applies=data.applies,
         actor="admin" if ident.is_admin else "user",
     )
     return _written(outcome)

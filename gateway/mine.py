@@ -65,6 +65,7 @@ class Proposal:
     slot: str | None = None
     sensitivity: str = "low"
     source: str = "user_stated"
+    applies: str | None = None  # "always" | "relevant"; the gate derives it when not given
     is_correction: bool = False
     horizon: str | None = None  # "next week", "3月" ... for goals and plans, as the user said it
     evidence: str = ""  # the user sentence it came from (callers redact before storing)
@@ -179,6 +180,7 @@ def screen(
         scope=proposal.scope,
         project_id=proposal.project_id,
         slot=proposal.slot,
+        applies=proposal.applies,
     )
     decision = check_write(draft, policy, now or _REFERENCE_NOW)
     blocking = [r for r in decision.reasons if r not in _RESOLVED_BY_CONFIRMATION]
@@ -197,6 +199,7 @@ def screen(
         slot=decision.slot,
         sensitivity=decision.sensitivity,
         source=proposal.source,
+        applies=decision.applies,
         is_correction=proposal.is_correction,
         horizon=proposal.horizon,
         evidence=proposal.evidence,

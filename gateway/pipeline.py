@@ -109,7 +109,7 @@ class MemoryFlow:
         self._spawn(
             self.store.mark_injected(identity.tenant, identity.user, injected_ids, now.timestamp())
         )
-        new_body = inject.insert(body, inject.render(result.lines))
+        new_body = inject.insert(body, result.message)
         return Prepared(
             content=_encoder.encode(new_body),
             injected_ids=injected_ids,

@@ -31,12 +31,14 @@ __all__ = [
     "LEVELS",
     "TIERS",
     "VALIDATOR_NAMES",
+    "AppliesSpec",
     "ArchiveSpec",
     "CandidatesSpec",
     "ConflictSpec",
     "DedupSpec",
     "EntropySpec",
     "FusionWeights",
+    "LaneSpec",
     "Level",
     "LimitsSpec",
     "MiningRuleSpec",
@@ -52,6 +54,7 @@ __all__ = [
     "SlotSpec",
     "SourceSpec",
     "Tier",
+    "TopicSpec",
     "TypeSpec",
     "default_policy_path",
     "level_at_least",
@@ -228,10 +231,16 @@ def _keyword_regex(keyword: str) -> str:
 
 
 class SlotSpec(_Model):
-    """What a memory is about, so that two values for the same subject can conflict."""
+    """What a memory is about, so that two values for the same subject can conflict.
+
+    ``values: one`` (answer language, a project's framework): a newer memory replaces the
+    older whatever the wording; ``many`` (format rules): memories coexist unless they say
+    nearly the same thing (``conflict.similarity_many``).
+    """
 
     name: Name
     description: str = ""
+    values: Literal["one", "many"] = "one"
     keywords: tuple[NonEmpty, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
     types: tuple[Name, ...] = ()
@@ -256,6 +265,48 @@ class SlotSpec(_Model):
             if any(h in low for h in self.keyword_hints) and kw.search(text):
                 return True
         return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+class TopicSpec(_Model):
+    """A subject area that links a memory to the requests it matters to although they
+    share no words ("allergic to peanuts" and "plan a dinner menu" are both ``food``)."""
+
+    name: Name
+    description: str = ""
+    keywords: tuple[NonEmpty, ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    examples: tuple[str, ...] = ()
+    not_examples: tuple[str, ...] = ()
+
+    @cached_property
+    def keyword_regex(self) -> re.Pattern[str] | None:
+        if not self.keywords:
+            return None
+        return re.compile("|".join(_keyword_regex(k) for k in self.keywords), re.IGNORECASE)
+
+    def matches(self, text: str) -> bool:
+        kw = self.keyword_regex
+        if kw is not None and kw.search(text):
+            return True
+        return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+class AppliesSpec(_Model):
+    """How a memory applies when its writer does not say.
+
+    ``always``: a standing memory, injected into every request in its scope whatever the
+    request is about (answer language, format, accessibility, a project's stack).
+    ``relevant``: only when the request is about it (an allergy when food comes up).
+    A memory is standing when its type, its slot or its scope kind is listed, or when a
+    pattern matches its words; otherwise it gets ``default``.
+    """
+
+    default: Literal["always", "relevant"] = "relevant"
+    types: tuple[Name, ...] = ()
+    slots: tuple[Name, ...] = ()
+    scopes: tuple[Literal["project", "task"], ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    not_examples: tuple[str, ...] = ()
 
 
 class MiningRuleSpec(RuleSpec):
@@ -293,20 +344,33 @@ class FusionWeights(_Model):
 
 
 class RelevanceSpec(_Model):
-    """Whether a memory is relevant at all; the weights only order the relevant ones."""
+    """Whether a topical memory is relevant at all; the weights only order the relevant ones.
+
+    Every test is independent of the index (no BM25 score decides), so a bar keeps its
+    meaning as the index grows or mixes tenants.
+    """
 
     similarity: Fraction
-    keywords: Fraction
-    keywords_min_similarity: Fraction
+    shared_terms: PositiveInt
+    shared_terms_min_similarity: Fraction
+    topic_min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)]
+
+
+class LaneSpec(_Model):
+    max: Annotated[int, Field(ge=0)]
 
 
 class RecallSpec(_Model):
     max_memories: PositiveInt
     token_budget: PositiveInt
+    standing: LaneSpec
+    topical: LaneSpec
     relevance: RelevanceSpec
     weights: FusionWeights
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
+    topic_bonus: Fraction = 0.0
     candidate_pool: PositiveInt
+    standing_pool: PositiveInt
     trace_ttl_days: PositiveInt
 
 
@@ -316,6 +380,7 @@ class DedupSpec(_Model):
 
 class ConflictSpec(_Model):
     similarity: Fraction
+    similarity_many: Fraction
 
 
 class ArchiveSpec(_Model):
@@ -339,6 +404,8 @@ class Policy(_Model):
     sensitivity: SensitivitySpec
     one_time: OneTimeSpec
     slots: tuple[SlotSpec, ...]
+    applies: AppliesSpec
+    topics: tuple[TopicSpec, ...]
     mining: MiningSpec
     recall: RecallSpec
     dedup: DedupSpec
@@ -391,6 +458,10 @@ class Policy(_Model):
             if spec.name == name:
                 return spec
         raise KeyError(f"unknown slot {name!r}")
+
+    @cached_property
+    def one_valued_slots(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.slots if s.values == "one")
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,6 +604,8 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
         yield ("recall", "weights"), "vector and text weights must add up to 1"
     if recall.candidate_pool < recall.max_memories:
         yield ("recall", "candidate_pool"), "must be at least recall.max_memories"
+    yield from _check_applies(policy)
+    yield from _check_topics(policy)
 
 
 def _check_types(policy: Policy) -> Iterator[tuple[Loc, str]]:
@@ -689,3 +762,53 @@ def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
                     ("mining", "rules", i, "examples", j),
                     f"rule {first.name!r} matches it first, not {rule.name!r}",
                 )
+
+
+def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    # Imported here: classify depends on this module for the Policy type.
+    from gateway.classify import standing_by_words
+
+    spec = policy.applies
+    for i, name in enumerate(spec.types):
+        if name not in policy.types:
+            yield ("applies", "types", i), f"unknown memory type {name!r}"
+    slots = {s.name for s in policy.slots}
+    for i, name in enumerate(spec.slots):
+        if name not in slots:
+            yield ("applies", "slots", i), f"unknown slot {name!r}"
+    ok = True
+    for i, rule in enumerate(spec.patterns):
+        problems = list(_check_rule(rule, ("applies", "patterns", i)))
+        ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
+        yield from problems
+    if ok:
+        for i, text in enumerate(spec.not_examples):
+            if standing_by_words(text, policy):
+                yield ("applies", "not_examples", i), "a pattern matches it"
+
+
+def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    # Imported here: classify depends on this module for the Policy type.
+    from gateway.classify import topics_of
+
+    seen: set[str] = set()
+    ok = True
+    for i, topic in enumerate(policy.topics):
+        if topic.name in seen:
+            yield ("topics", i, "name"), f"topic {topic.name!r} is declared twice"
+        seen.add(topic.name)
+        if not topic.keywords and not topic.patterns:
+            yield ("topics", i), "a topic needs keywords or patterns"
+        for j, rule in enumerate(topic.patterns):
+            problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
+            ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
+            yield from problems
+    if not ok:
+        return
+    for i, topic in enumerate(policy.topics):
+        for j, text in enumerate(topic.examples):
+            if topic.name not in topics_of(text, policy):
+                yield ("topics", i, "examples", j), f"is not about {topic.name!r}"
+        for j, text in enumerate(topic.not_examples):
+            if topic.name in topics_of(text, policy):
+                yield ("topics", i, "not_examples", j), f"is about {topic.name!r}"

@@ -1,9 +1,13 @@
 """Recall: the right few memories for one request, and the reason for every one left out.
 
-Similar is not applicable. After hybrid retrieval (inside Redis, already filtered by owner,
-status, scope and expiry) every candidate goes through the checks in a fixed order; the first
-that fails is its recorded reason. Survivors are ranked, cut to the policy's count and then to
-its token budget.
+Two lanes share one selection. Standing memories (``applies: always``: answer language,
+format, accessibility, a project's stack) shape every request in their scope although they
+share no words with it: a tag query fetches them, no vector search. Topical memories
+(``applies: relevant``: an allergy, a pet, a plan) must also be relevant to the latest user
+message: hybrid retrieval plus a topic query find them inside Redis, already filtered by owner,
+status, scope, expiry and lane. Every candidate goes through the checks in a fixed order; the
+first that fails is its recorded reason. Topical survivors take their places first, so
+standing ones never crowd them out; all fit the policy's counts and token budget.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import inject, tokens
+from .classify import topics_of
 from .clock import Clock
 from .embed import Embedder
 from .identity import Identity
@@ -25,6 +30,7 @@ from .records import Memory
 from .sensitivity import redact
 from .store import Hit, Store, merge_hits
 from .textsearch import search_text
+from .textsearch import tokens as text_tokens
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
@@ -40,6 +46,7 @@ CHECKS = (
 )
 # Every reason a candidate can be left out for: the checks, then the selection's cuts.
 DROP_REASONS = (*CHECKS, "limit", "budget")
+STANDING, TOPICAL = "standing", "topical"
 
 
 @dataclass(slots=True)
@@ -49,6 +56,9 @@ class Candidate:
     text: float
     fused: float
     text_norm: float = 0.0
+    lane: str = TOPICAL
+    topics: tuple[str, ...] = ()  # topics shared with the request
+    shared_terms: int = 0
     decision: str = "dropped"
     reason: str | None = None
 
@@ -61,11 +71,16 @@ class Candidate:
             "project_id": m.project_id,
             "source": m.source,
             "slot": m.slot,
+            "applies": m.applies or "relevant",
+            "lane": self.lane,
             "scores": {
                 "vector": round(self.vector, 4),
                 "text": round(self.text, 4),
+                "text_norm": round(self.text_norm, 4),
                 "fused": round(self.fused, 4),
             },
+            "topics": list(self.topics),
+            "shared_terms": self.shared_terms,
             "decision": self.decision,
             "reason": self.reason,
         }
@@ -73,16 +88,24 @@ class Candidate:
 
 @dataclass(slots=True)
 class _Searches:
-    """The two searches of one recall: keywords at once, the vector search as soon as the
-    query is embedded."""
+    """One recall's searches: the standing lane's tag query, and for users with topical
+    memories the keyword and topic queries at once, the vector search once embedded."""
 
-    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
-    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    standing: asyncio.Future[dict[str, Memory]]
+    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
+    topical: asyncio.Future[dict[str, Memory]] | None
+    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
+    query_vector: np.ndarray | None
+    query_topics: list[str]
+    query_terms: frozenset[str]
     embedded_at: float
 
+    def jobs(self) -> list[asyncio.Future[Any]]:
+        return [j for j in (self.standing, self.keywords, self.topical, self.vector) if j]
+
     def cancel(self) -> None:
-        _abandon(self.keywords)
-        _abandon(self.vector)
+        for job in self.jobs():
+            _abandon(job)
 
 
 def _abandon(job: asyncio.Future[Any]) -> None:
@@ -92,15 +115,32 @@ def _abandon(job: asyncio.Future[Any]) -> None:
 
 
 @dataclass(slots=True)
+class _Owner:
+    """What the last settings read said of one owner, to plan the next recall before the
+    read returns: how many memories, how many topical (None: not known), paused."""
+
+    count: int
+    topical: int | None
+    paused: bool
+
+
+@dataclass(slots=True)
 class RecallResult:
     query_hash: str | None = None
     candidates: list[Candidate] = field(default_factory=list)
     injected: list[Memory] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
+    standing_lines: list[str] = field(default_factory=list)
+    fact_lines: list[str] = field(default_factory=list)
     tokens: int = 0
     conflicts: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None
+    query_topics: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        """The memory message for what was selected."""
+        return inject.render(self.standing_lines, self.fact_lines)
 
 
 def latest_user_text(messages: Any) -> str:
@@ -129,9 +169,8 @@ class Recaller:
         self.embedder = embedder
         self.policy = policy
         self.clock = clock
-        # Owners whose last settings read showed memories, with that count (insertion-ordered,
-        # bounded): the count picks the vector search's plan before the read returns.
-        self._with_memories: dict[tuple[str, str], int] = {}
+        # Owners seen at their last settings read (insertion-ordered, bounded).
+        self._owners: dict[tuple[str, str], _Owner] = {}
 
     async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
         clock = self.clock
@@ -145,15 +184,15 @@ class Recaller:
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
-        seen = self._with_memories.get(owner)
-        # The settings read stays the authority, but for a user seen with memories before
-        # the searches start beside it (saving its round trip); anyone else costs only that
-        # read when the count says there is nothing to recall.
+        seen = self._owners.get(owner)
+        # The settings read stays the authority, but for a user seen with memories (and not
+        # paused) the searches start beside it, saving its round trip; anyone else costs
+        # only that read when it says there is nothing to recall.
         settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
         searches: _Searches | None = None
         try:
-            if seen is not None:
-                searches = await self._search(ident, text, now, large=seen > LARGE_USER)
+            if seen is not None and not seen.paused:
+                searches = await self._search(ident, text, now, seen)
             settings = await settings_read
         except BaseException:
             _abandon(settings_read)
@@ -161,28 +200,46 @@ class Recaller:
                 searches.cancel()
             raise
         count = int(settings.get("memory_count") or 0)  # kept beside the settings, never low
-        if count <= 0:
-            self._with_memories.pop(owner, None)
+        topical_raw = settings.get("topical_count")
+        known = _Owner(
+            count,
+            int(topical_raw) if topical_raw is not None else None,
+            store.recall_paused(settings),
+        )
+        if count <= 0 or known.paused:
+            if count <= 0:
+                self._owners.pop(owner, None)
+            else:
+                self._remember(owner, known)
             if searches:
                 searches.cancel()
-            result.skipped = "no_memories"
+            result.skipped = "paused" if count > 0 else "no_memories"
             result.timings_ms = {"total": _ms(clock.monotonic() - started)}
             return result
-        self._remember(owner, count)
-        searches = searches or await self._search(ident, text, now, large=count > LARGE_USER)
+        self._remember(owner, known)
+        if searches is None or (searches.vector is None and _searches_topical(known)):
+            if searches:
+                searches.cancel()
+            searches = await self._search(ident, text, now, known)
         try:
-            by_vector, near = await searches.vector
-            by_text, worded = await searches.keywords
-            hits = merge_hits(by_vector, by_text, near | worded)
+            hits = await self._gather(searches, ident)
         except BaseException:
             searches.cancel()
             raise
         t_embed = searches.embedded_at
         t_search = clock.monotonic()
-        result.candidates = [score(hit, self.policy.recall) for hit in hits]
-        result.candidates.sort(key=lambda c: c.fused, reverse=True)
-        paused = store.recall_paused(settings)
-        await self._check(result, ident, now, paused)
+        spec = self.policy.recall
+        result.query_topics = searches.query_topics
+        for hit, lane in hits:
+            cand = score(hit, spec)
+            cand.lane = lane
+            if lane == TOPICAL:
+                cand.topics = tuple(t for t in hit.memory.topics if t in searches.query_topics)
+                if cand.topics:
+                    cand.fused += spec.topic_bonus
+            result.candidates.append(cand)
+        result.candidates.sort(key=lambda c: (c.lane == TOPICAL, c.fused), reverse=True)
+        await self._check(result, ident, now, searches.query_terms)
         self._select(result, str(body.get("model") or ""))
         t_filter = clock.monotonic()
         result.timings_ms = {
@@ -193,51 +250,98 @@ class Recaller:
         }
         return result
 
-    async def _search(self, ident: Identity, text: str, now: datetime, *, large: bool) -> _Searches:
-        """Both searches under way: keywords first, so that Redis runs them while the query
-        is embedded, then the vector search the moment the vector exists; the replies are
-        read afterwards, while Redis works on the vector search."""
+    async def _search(self, ident: Identity, text: str, now: datetime, plan: _Owner) -> _Searches:
+        """Every search of the recall under way: the standing tag query and, for a user who
+        may have topical memories, the keyword and topic queries, so that Redis runs them
+        while the query is embedded; then the vector search the moment the vector exists.
+        The replies are read afterwards."""
+        store = self.store
+        filters = {
+            lane: store.recall_filter(
+                ident.tenant,
+                ident.user,
+                project_id=ident.project_id,
+                task=ident.task,
+                now_ts=now.timestamp(),
+                applies="always" if lane == STANDING else "relevant",
+            )
+            for lane in (STANDING, TOPICAL)
+        }
+        spec = self.policy.recall
+        standing = asyncio.ensure_future(store.standing_hits(filters[STANDING], spec.standing_pool))
+        if not _searches_topical(plan):
+            return _Searches(
+                standing, None, None, None, None, [], frozenset(), self.clock.monotonic()
+            )
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
-        expr = self.store.recall_filter(
-            ident.tenant,
-            ident.user,
-            project_id=ident.project_id,
-            task=ident.task,
-            now_ts=now.timestamp(),
-        )
-        pool = self.policy.recall.candidate_pool
-        keywords = asyncio.ensure_future(
-            self.store.text_hits(expr, search_text(text), pool, load=True)
-        )
+        query_topics = topics_of(text, self.policy)
+        words = search_text(text)
+        pool = spec.candidate_pool
+        keywords = asyncio.ensure_future(store.text_hits(filters[TOPICAL], words, pool, load=True))
+        topical = asyncio.ensure_future(store.topic_hits(filters[TOPICAL], query_topics, pool))
+        jobs: list[asyncio.Future[Any]] = [standing, keywords, topical]
         try:
-            await self.store.sent()  # before a local embedder holds the loop
+            await store.sent()  # before a local embedder holds the loop
             vector = await self.embedder.embed_query(text)
         except BaseException:
-            _abandon(keywords)
+            for job in jobs:
+                _abandon(job)
             raise
+        large = plan.count > LARGE_USER
         return _Searches(
+            standing,
             keywords,
+            topical,
             asyncio.ensure_future(
-                self.store.vector_hits(expr, vector, pool, large=large, load=True)
+                store.vector_hits(filters[TOPICAL], vector, pool, large=large, load=True)
             ),
+            vector,
+            query_topics,
+            frozenset(words.split()),
             self.clock.monotonic(),
         )
 
-    def _remember(self, owner: tuple[str, str], count: int) -> None:
-        seen = self._with_memories
+    async def _gather(self, searches: _Searches, ident: Identity) -> list[tuple[Hit, str]]:
+        """Every search's hits, each memory once, with its lane."""
+        out: list[tuple[Hit, str]] = []
+        if searches.vector is not None:
+            assert searches.keywords is not None and searches.topical is not None
+            by_vector, near = await searches.vector
+            by_text, worded = await searches.keywords
+            about = await searches.topical
+            hits = merge_hits(by_vector, by_text, near | worded)
+            found = {h.memory.id for h in hits}
+            # memories found by topic alone: their meaning is scored here, from the vectors
+            # Redis holds (the vector search ranked them below its pool)
+            extra = [m for m in about.values() if m.id not in found]
+            if extra and searches.query_vector is not None:
+                vectors = await self.store.get_embeddings(
+                    ident.tenant, ident.user, [m.id for m in extra]
+                )
+                for m in extra:
+                    v = vectors.get(m.id)
+                    sim = float(np.dot(v, searches.query_vector)) if v is not None else 0.0
+                    hits.append(Hit(m, sim, 0.0))
+            out.extend((h, TOPICAL) for h in hits)
+        standing = await searches.standing
+        out.extend((Hit(m), STANDING) for m in standing.values())
+        return out
+
+    def _remember(self, owner: tuple[str, str], known: _Owner) -> None:
+        seen = self._owners
         seen.pop(owner, None)  # most recent last
-        seen[owner] = count
+        seen[owner] = known
         if len(seen) > _SEEN_CAPACITY:
             del seen[next(iter(seen))]
 
     async def _check(
-        self, result: RecallResult, ident: Identity, now: datetime, paused: bool
+        self, result: RecallResult, ident: Identity, now: datetime, terms: frozenset[str]
     ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
-            cand.reason = self._first_failure(cand, ident, now)
+            cand.reason = self._first_failure(cand, ident, now, terms)
             if cand.reason is None:
                 alive.append(cand)
         result.conflicts = await self._resolve_conflicts(alive, ident)
@@ -246,10 +350,10 @@ class Recaller:
                 cand.memory.sensitivity
             ):
                 cand.reason = "sensitivity"
-            if cand.reason is None and paused:
-                cand.reason = "paused"
 
-    def _first_failure(self, cand: Candidate, ident: Identity, now: datetime) -> str | None:
+    def _first_failure(
+        self, cand: Candidate, ident: Identity, now: datetime, terms: frozenset[str]
+    ) -> str | None:
         m = cand.memory
         if m.expires_at is not None and m.expires_at <= now:
             return "expired"
@@ -257,37 +361,55 @@ class Recaller:
             return "scope"
         if not self.policy.has_source(m.source) or not self.policy.source(m.source).recall:
             return "source"
-        if not self._relevant(cand):
+        if cand.lane == TOPICAL and not self._relevant(cand, terms):
             return "threshold"
         if m.status != "active" or m.superseded_by:
             return "superseded"
         return None
 
-    def _relevant(self, cand: Candidate) -> bool:
-        """Related in meaning, or a strong keyword match whose meaning is not unrelated.
+    def _relevant(self, cand: Candidate, terms: frozenset[str]) -> bool:
+        """Related in meaning, about a topic of the request, or sharing several content
+        words with a meaning that is not unrelated.
 
-        Decided apart from the ranking weights: keywords may dominate the order among
-        relevant memories (they find names and details best) while a shared incidental
-        word alone never makes a memory relevant, and a memory in another language (no
-        shared words) is judged on its meaning.
+        None of these depends on the index (a BM25 score does), and one shared incidental
+        word ("python" the pet, "Python" the language) is never enough; a memory in the
+        other language (no shared words) is judged on its meaning and topics.
         """
         bar = self.policy.recall.relevance
         if cand.vector >= bar.similarity:
             return True
-        return cand.text_norm >= bar.keywords and cand.vector >= bar.keywords_min_similarity
+        if cand.topics and cand.vector >= bar.topic_min_similarity:
+            return True
+        if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
+            cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
+            return cand.shared_terms >= bar.shared_terms
+        return False
 
     async def _resolve_conflicts(self, alive: list[Candidate], ident: Identity) -> int:
-        """Two live memories about the same subject: the more recently confirmed one wins."""
+        """Two live memories about the same subject: in a one-valued slot (answer language,
+        a project's framework) the narrowest scope wins, then the most recently confirmed,
+        however they are worded; in a many-valued slot only memories saying nearly the same
+        thing conflict, and the newer wins."""
+        one = self.policy.one_valued_slots
         by_slot: dict[tuple[str, str, str], list[Candidate]] = {}
         for cand in alive:
             m = cand.memory
             if m.slot:
-                by_slot.setdefault((m.slot, m.scope, m.project_id or ""), []).append(cand)
+                # a one-valued slot is one group across scopes; "" marks it
+                key = (m.slot, "", "") if m.slot in one else (m.slot, m.scope, m.project_id or "")
+                by_slot.setdefault(key, []).append(cand)
         conflicts = 0
-        for group in by_slot.values():
+        for key, group in by_slot.items():
             if len(group) < 2:
                 continue
-            group.sort(key=lambda c: _when(c.memory), reverse=True)
+            group.sort(key=lambda c: (_specificity(c.memory), _when(c.memory)), reverse=True)
+            if key[0] in one:
+                for older in group[1:]:
+                    older.reason = "conflict"
+                    conflicts += 1
+                continue
+            known = any(s.name == key[0] for s in self.policy.slots)
+            bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
             vectors = await self.store.get_embeddings(
                 ident.tenant, ident.user, [c.memory.id for c in group]
             )
@@ -296,36 +418,52 @@ class Recaller:
                     continue
                 for older in group[i + 1 :]:
                     a, b = vectors.get(newer.memory.id), vectors.get(older.memory.id)
-                    same_subject = (
-                        a is None
-                        or b is None
-                        or float(np.dot(a, b)) >= self.policy.conflict.similarity
-                    )
+                    same_subject = a is None or b is None or float(np.dot(a, b)) >= bar
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1
         return conflicts
 
     def _select(self, result: RecallResult, model: str) -> None:
-        limit = self.policy.recall.max_memories
-        budget = self.policy.recall.token_budget
-        used = tokens.count(inject.render([]), model)
-        for cand in result.candidates:
-            if cand.reason is not None:
-                continue
-            if len(result.injected) >= limit:
-                cand.reason = "limit"
-                continue
-            line = inject.line_for(cand.memory)
-            cost = tokens.count(line, model) + 1
-            if used + cost > budget:
-                cand.reason = "budget"
-                continue
-            used += cost
-            cand.decision = "injected"
-            result.injected.append(cand.memory)
-            result.lines.append(line)
-        result.tokens = used if result.injected else 0
+        """Topical survivors first (best first, up to ``topical.max``), then standing ones
+        (narrowest scope, then newest, up to ``standing.max``), all within
+        ``max_memories`` and the token budget."""
+        spec = self.policy.recall
+        # both headings counted from the start: a bound, the exact count is taken at the end
+        used = tokens.count(inject.render([], []), model)
+        alive = [c for c in result.candidates if c.reason is None]
+        topical = [c for c in alive if c.lane == TOPICAL]
+        standing = sorted(
+            (c for c in alive if c.lane == STANDING),
+            key=lambda c: (_specificity(c.memory), _when(c.memory)),
+            reverse=True,
+        )
+        for lane, group, lines in (
+            (TOPICAL, topical, result.fact_lines),
+            (STANDING, standing, result.standing_lines),
+        ):
+            lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
+            taken = 0
+            for cand in group:
+                if taken >= lane_max or len(result.injected) >= spec.max_memories:
+                    cand.reason = "limit"
+                    continue
+                line = inject.line_for(cand.memory)
+                cost = tokens.count(line, model) + 1
+                if used + cost > spec.token_budget:
+                    cand.reason = "budget"
+                    continue
+                used += cost
+                taken += 1
+                cand.decision = "injected"
+                result.injected.append(cand.memory)
+                lines.append(line)
+        result.tokens = tokens.count(result.message, model) if result.injected else 0
+
+
+def _searches_topical(plan: _Owner) -> bool:
+    """Whether a user may have topical memories (a missing count is not known to be 0)."""
+    return plan.topical is None or plan.topical > 0
 
 
 def score(hit: Hit, spec: RecallSpec) -> Candidate:
@@ -346,6 +484,13 @@ def _in_scope(memory: Memory, ident: Identity) -> bool:
     if memory.scope.startswith("task:"):
         return ident.task is not None and memory.scope == f"task:{ident.task}"
     return False
+
+
+def _specificity(memory: Memory) -> int:
+    """A task-scoped memory is more specific than a project one, which is more than global."""
+    if memory.scope.startswith("task:"):
+        return 2
+    return 1 if memory.scope == "project" else 0
 
 
 def _when(memory: Memory) -> float:

@@ -60,6 +60,11 @@ class Memory:
     inject_count: int = 0
     last_injected_at: datetime | None = None
     embedding_model: str = ""
+    # "always": a standing memory, injected into every request in its scope; "relevant":
+    # only when the request is about it. Empty only on records written before the field
+    # existed, until the gateway settles them at start-up.
+    applies: str = ""
+    topics: list[str] = field(default_factory=list)
 
     def to_hash(self, *, search_text: str, embedding: bytes) -> dict[str, Any]:
         return {
@@ -88,6 +93,8 @@ class Memory:
             "inject_count": self.inject_count,
             "last_injected_at": _ts(self.last_injected_at),
             "embedding_model": self.embedding_model,
+            "applies": self.applies,
+            "topics": ",".join(self.topics),
             "embedding": embedding,
         }
 
@@ -131,6 +138,8 @@ class Memory:
             int(float(get("inject_count") or 0)),
             _dt(get("last_injected_at")),
             get("embedding_model") or "",
+            get("applies") or "",
+            [x for x in (get("topics") or "").split(",") if x],
         )
 
     def to_api(self) -> dict[str, Any]:

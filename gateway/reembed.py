@@ -7,6 +7,10 @@ the write and the old key's deletion are one transaction, skipped if the old key
 went meanwhile (another replica moving it, or an older one editing it), so nothing is lost
 or written twice; what was skipped is moved by the next run.
 
+Memories written before a memory said how it applies (``applies``, ``topics``) are given
+what the policy derives for them, when moved and, in the current index, by ``Memories.settle``
+in each round of ``keep_carrying_over``.
+
 ``keep_carrying_over`` runs beside the gateway: with an embedder that costs nothing per call
 (the local one) it moves what an earlier model left, and again every few minutes, since
 replicas of the previous release may still write there during a rolling upgrade; with a paid
@@ -69,6 +73,12 @@ async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> Non
             await carry_over(memories)
         except Exception as exc:
             log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
+        try:
+            settled = await memories.settle()
+            if settled:
+                log.info("memories_settled", settled=settled)
+        except Exception as exc:
+            log.error("settle_failed", error=type(exc).__name__)
         if memories.embedder.paid:
             return
         await asyncio.sleep(every)
@@ -78,7 +88,7 @@ async def _flush(pending: list[tuple[bytes, dict[bytes, bytes], int]], memories:
     if not pending:
         return 0
     embedder = memories.embedder
-    found = [Memory.from_hash(raw) for _, raw, _ in pending]
+    found = [memories.settled(Memory.from_hash(raw)) for _, raw, _ in pending]
     vectors = await embedder.embed([memory.content for memory in found])
     moved = 0
     for (old_key, raw, ttl_ms), memory, vector in zip(pending, found, vectors, strict=True):

@@ -79,6 +79,8 @@ _RECALL_FIELDS = [
     "inject_count",
     "last_injected_at",
     "confidence",
+    "applies",
+    "topics",
 ]
 # Every field a Memory is built from (the embedding and search text stay in Redis).
 _MEMORY_FIELDS = [
@@ -159,8 +161,10 @@ def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
                         "sensitivity",
                         "status",
                         "content_key",
+                        "applies",
                     )
                 ),
+                {"name": "topics", "type": "tag", "attrs": {"separator": ","}},
                 {"name": "search_text", "type": "text"},
                 *(
                     {"name": n, "type": "numeric"}
@@ -224,7 +228,27 @@ class Store:
         index = AsyncSearchIndex(memory_schema(name, self._prefix, dims), redis_client=self.redis)
         if not await index.exists():
             await index.create(overwrite=False)
+        else:
+            await self._add_missing_fields(name)
         self._index = index
+
+    async def _add_missing_fields(self, name: str) -> None:
+        """An index made by an earlier release gains the fields added since (Redis indexes
+        the documents it already holds again in the background)."""
+        info = await self.redis.ft(name).info()
+        have = {
+            _s(dict(zip(a[::2], a[1::2], strict=False)).get(b"identifier", b""))
+            for a in info.get("attributes", [])
+        }
+        for field, extra in (("applies", ["CASESENSITIVE"]), ("topics", ["SEPARATOR", ","])):
+            if field not in have:
+                try:
+                    await self.redis.execute_command(
+                        "FT.ALTER", name, "SCHEMA", "ADD", field, "TAG", *extra
+                    )
+                except ResponseError as exc:  # another replica added it first
+                    if "Duplicate" not in str(exc):
+                        raise
 
     @property
     def index_ready(self) -> bool:
@@ -342,6 +366,7 @@ class Store:
         type_: str | None = None,
         project_id: str | None = None,
         content_key: str | None = None,
+        slot: str | None = None,
         limit: int = _MAX_PAGE,
     ) -> list[Memory]:
         try:
@@ -351,6 +376,7 @@ class Store:
                 ("type", type_),
                 ("project_id", project_id),
                 ("content_key", content_key),
+                ("slot", slot),
             ):
                 if value is not None:
                     expr = expr & (Tag(field) == _need(value, field))
@@ -358,6 +384,14 @@ class Store:
             return []
         query = FilterQuery(filter_expression=expr, return_fields=[], num_results=limit)
         query.sort_by("updated_at", asc=False)
+        keys = [doc["id"] for doc in await self.index.query(query)]
+        return await self._load(keys)
+
+    async def unsettled_memories(self, limit: int) -> list[Memory]:
+        """Memories written before ``applies`` existed (the field is empty or missing)."""
+        query = FilterQuery(
+            filter_expression="-@applies:{always|relevant}", return_fields=[], num_results=limit
+        )
         keys = [doc["id"] for doc in await self.index.query(query)]
         return await self._load(keys)
 
@@ -457,20 +491,55 @@ class Store:
     # -- recall ----------------------------------------------------------------------------
 
     def recall_filter(
-        self, tenant: str, user: str, *, project_id: str | None, task: str | None, now_ts: float
+        self,
+        tenant: str,
+        user: str,
+        *,
+        project_id: str | None,
+        task: str | None,
+        now_ts: float,
+        applies: str | None = None,
     ) -> FilterExpression:
-        """The caller's active, unexpired, in-scope memories: both searches use it."""
+        """The caller's active, unexpired, in-scope memories (of one recall lane when
+        ``applies`` is given): every recall search uses it."""
         scope = Tag("scope") == "global"
         if project_id:
             scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
         if task:
             scope = scope | (Tag("scope") == f"task:{task}")
-        return (
+        expr = (
             owner_filter(tenant, user)
             & (Tag("status") == "active")
             & scope
             & (Num("expires_ts") > now_ts)
         )
+        if applies is not None:
+            expr = expr & (Tag("applies") == applies)
+        return expr
+
+    async def standing_hits(self, expr: FilterExpression, pool: int) -> dict[str, Memory]:
+        """The memories a tag filter selects, most recently confirmed first: the standing
+        lane, which needs no vector and no keywords."""
+        query = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=pool)
+        query.sort_by("confirmed_at", asc=False)
+        _, memories = await self.search(query, load=True)
+        return memories
+
+    async def topic_hits(
+        self, expr: FilterExpression, topics: list[str], pool: int
+    ) -> dict[str, Memory]:
+        """Memories about any of ``topics`` (the topical lane's third search: it finds an
+        allergy for a dinner menu, which share neither words nor much meaning)."""
+        if not topics:
+            return {}
+        query = FilterQuery(
+            filter_expression=expr & (Tag("topics") == topics),
+            return_fields=["id"],
+            num_results=pool,
+        )
+        query.sort_by("confirmed_at", asc=False)
+        _, memories = await self.search(query, load=True)
+        return memories
 
     async def text_hits(
         self, expr: FilterExpression, query_text: str, pool: int, *, load: bool = False
@@ -519,7 +588,7 @@ class Store:
         return scores, memories
 
     async def search(
-        self, query: TextQuery | VectorQuery, *, load: bool = False
+        self, query: TextQuery | VectorQuery | FilterQuery, *, load: bool = False
     ) -> tuple[list[dict[bytes, Any]], dict[str, Memory]]:
         """FT.SEARCH for a query redisvl built, the reply read here (on the recall path
         redisvl's own result handling cost about 0.45 ms per search, measured), and with
@@ -585,9 +654,17 @@ class Store:
         raw = await self.redis.hgetall(self._key("settings", tenant, user))
         return {_s(k): _s(v) for k, v in raw.items()}
 
-    async def count_memories_written(self, tenant: str, user: str, delta: int) -> None:
-        """A rough per-user size (expiry is not subtracted) that picks the search strategy."""
-        await self.redis.hincrby(self._key("settings", tenant, user), "memory_count", delta)
+    async def count_memories_written(
+        self, tenant: str, user: str, delta: int, topical: int = 0
+    ) -> None:
+        """Rough per-user sizes (expiry is not subtracted, so never low) that pick the search
+        strategy: all memories, and the topical ones (a user with none skips the searches)."""
+        key = self._key("settings", tenant, user)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hincrby(key, "memory_count", delta)
+            # always written, so that a missing count means "written before it was kept"
+            pipe.hincrby(key, "topical_count", topical)
+            await pipe.execute()
 
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
         await self.redis.hset(

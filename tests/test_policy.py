@@ -76,10 +76,18 @@ def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
     assert policy.sensitivity.may_inject("medium") and not policy.sensitivity.may_inject("high")
 
     recall = policy.recall
-    assert (recall.max_memories, recall.token_budget, recall.trace_ttl_days) == (3, 400, 7)
-    # Relevance stands on meaning; a keyword match needs a meaning that is not unrelated.
+    assert (recall.max_memories, recall.token_budget, recall.trace_ttl_days) == (6, 500, 7)
+    assert (recall.standing.max, recall.topical.max) == (5, 2)
+    # Relevance stands on meaning; shared words need a meaning that is not unrelated and
+    # more than one word; a shared topic links what shares no words.
     bar = recall.relevance
-    assert 0 < bar.keywords_min_similarity < bar.similarity < 1 and 0 < bar.keywords < 1
+    assert 0 < bar.shared_terms_min_similarity < bar.similarity < 1 and bar.shared_terms >= 2
+    assert policy.applies.default == "relevant"
+    assert {"accessibility", "format"} <= set(policy.applies.types)
+    assert {"language", "units", "name", "output_format"} <= set(policy.applies.slots)
+    assert {"food", "health", "pets", "coding"} <= {t.name for t in policy.topics}
+    assert {"language", "units", "framework", "location"} <= policy.one_valued_slots
+    assert "output_format" not in policy.one_valued_slots
     assert recall.candidate_pool >= recall.max_memories
     assert policy.dedup.similarity > policy.conflict.similarity
     assert policy.archive.retention_days > 0 and policy.candidates.ttl_days > 0
@@ -128,7 +136,7 @@ def test_every_declared_example_behaves(policy: Policy) -> None:
 
 
 def test_parse_policy_labels_errors_with_the_given_name() -> None:
-    bad = DEFAULT_TEXT.replace("  max_memories: 3", "  max_memories: -1")
+    bad = DEFAULT_TEXT.replace("  max_memories: 6", "  max_memories: -1")
     with pytest.raises(PolicyError, match=r"^deploy/policy\.yaml:\d+: recall\.max_memories: "):
         parse_policy(bad, "deploy/policy.yaml")
 
@@ -143,7 +151,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  token_budget: 400", "  token_budgett: 400")
+    path, line = variant(tmp_path, "  token_budget: 500", "  token_budgett: 500")
     message = error_of(path)
     assert f"{path}:{line}: recall.token_budgett: unknown key" in message
     # A missing key is reported at its parent.
@@ -162,7 +170,7 @@ def test_unknown_key_in_a_list_item(tmp_path: Path) -> None:
 
 
 def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: 0 ")
+    path, line = variant(tmp_path, "  max_memories: 6 ", "  max_memories: 0 ")
     assert error_of(path) == (f"{path}:{line}: recall.max_memories: Input should be greater than 0")
 
 
@@ -383,7 +391,7 @@ def test_high_sensitivity_can_never_be_stored(tmp_path: Path) -> None:
 
 
 def test_fusion_weights_add_up(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "    text: 0.75", "    text: 0.5")
+    path, line = variant(tmp_path, "    text: 0.2", "    text: 0.5")
     assert f"{path}:{line - 2}: recall.weights: vector and text weights must add up to 1" in (
         error_of(path)
     )
@@ -406,12 +414,12 @@ def test_missing_section(tmp_path: Path) -> None:
 
 
 def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: 3\n  max_memories: 30 ")
+    path, line = variant(tmp_path, "  max_memories: 6 ", "  max_memories: 3\n  max_memories: 30 ")
     assert f"{path}:{line + 1}: recall.max_memories: duplicate key" in error_of(path)
 
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  max_memories: 3 ", "  max_memories: [3 ")
+    path, line = variant(tmp_path, "  max_memories: 6 ", "  max_memories: [3 ")
     message = error_of(path)
     assert re.match(rf"{re.escape(str(path))}:(\d+): invalid YAML", message)
     # libyaml notices the unclosed bracket where the next key starts.
@@ -430,7 +438,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_all_problems_are_reported_in_line_order(tmp_path: Path) -> None:
-    text = DEFAULT_TEXT.replace("  max_memories: 3 ", "  max_memories: 0 ").replace(
+    text = DEFAULT_TEXT.replace("  max_memories: 6 ", "  max_memories: 0 ").replace(
         "  retention_days: 30", "  retention_days: -3"
     )
     path = tmp_path / "x.yaml"
@@ -444,13 +452,13 @@ def test_all_problems_are_reported_in_line_order(tmp_path: Path) -> None:
 
 # --- property-based --------------------------------------------------------------------------
 
-MAX_MEMORIES_LINE = DEFAULT_TEXT[: DEFAULT_TEXT.index("  max_memories: 3 ")].count("\n") + 1
+MAX_MEMORIES_LINE = DEFAULT_TEXT[: DEFAULT_TEXT.index("  max_memories: 6 ")].count("\n") + 1
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.integers(min_value=-1000, max_value=1000))
 def test_max_memories_accepts_exactly_positive_integers(value: int) -> None:
-    text = DEFAULT_TEXT.replace("  max_memories: 3 ", f"  max_memories: {value} ")
+    text = DEFAULT_TEXT.replace("  max_memories: 6 ", f"  max_memories: {value} ")
     text = text.replace("  candidate_pool: 20 ", f"  candidate_pool: {max(value, 20)} ")
     if value > 0:
         assert parse_policy(text, "p.yaml").recall.max_memories == value
