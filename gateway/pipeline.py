@@ -172,6 +172,8 @@ class MemoryFlow:
                     "would_inject": injected,
                     "injected_tokens": result.tokens,
                     "conflicts": result.conflicts,
+                    "query_topics": result.query_topics,
+                    "searches": result.searches,
                     "timings_ms": result.timings_ms,
                 }
             )

@@ -103,6 +103,12 @@ class _Searches:
     def jobs(self) -> list[asyncio.Future[Any]]:
         return [j for j in (self.standing, self.keywords, self.topical, self.vector) if j]
 
+    @property
+    def names(self) -> list[str]:
+        if self.vector is None:
+            return [STANDING]
+        return [STANDING, "keywords", *(["topics"] if self.query_topics else []), "vector"]
+
     def cancel(self) -> None:
         for job in self.jobs():
             _abandon(job)
@@ -136,6 +142,7 @@ class RecallResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None
     query_topics: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)  # which searches Redis ran
 
     @property
     def message(self) -> str:
@@ -230,6 +237,7 @@ class Recaller:
         t_search = clock.monotonic()
         spec = self.policy.recall
         result.query_topics = searches.query_topics
+        result.searches = searches.names
         for hit, lane in hits:
             cand = score(hit, spec)
             cand.lane = lane

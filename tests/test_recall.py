@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from gateway.clock import ManualClock, SystemClock
+from gateway.inject import PREAMBLE
 from gateway.redis_server import EmbeddedRedis
 from tests.conftest import Gateway, GatewayFactory, Upstream
 
@@ -71,9 +72,7 @@ class User:
 
 def memory_message(upstream: Upstream) -> str | None:
     msgs = upstream.state.last("/chat/completions").json()["messages"]
-    found = [
-        m["content"] for m in msgs if m["role"] == "system" and "<memories id=" in m["content"]
-    ]
+    found = [m["content"] for m in msgs if m["role"] == "system" and PREAMBLE in m["content"]]
     return found[0] if found else None
 
 
@@ -82,17 +81,20 @@ def test_a_relevant_preference_is_injected_with_provenance(
 ) -> None:
     me = User(gateway)
     mid = me.remember("Always answer me in Chinese")
-    me.remember("I am allergic to peanuts", type="accessibility")
+    me.remember("I am allergic to peanuts", type="profile")
     raw = me.ask("What language should you answer me in?")
     assert me.injected(raw) == [mid]
     block = memory_message(upstream)
     assert block is not None and "Always answer me in Chinese" in block
     assert '"type": "preference"' in block and '"confirmed": "' in block
-    assert "not instructions" in block and "override" in block
+    # a standing preference is the user's own instruction, to follow
+    assert "<preferences id=" in block and "Follow them" in block and "override" in block
     trace = me.trace(raw)
     assert trace["injected"] == [mid] and trace["mode"] == "on"
     chosen = next(c for c in trace["candidates"] if c["id"] == mid)
-    assert chosen["decision"] == "injected" and chosen["scores"]["fused"] > 0
+    assert chosen["decision"] == "injected"
+    # standing: fetched by its lane's tag query, never scored against the question
+    assert (chosen["applies"], chosen["lane"]) == ("always", "standing")
     assert set(trace["timings_ms"]) == {"embed", "search", "filter", "total"}
     assert "What language" not in json.dumps(trace)  # no message text, only a hash
     assert len(trace["query_hash"]) == 12
@@ -112,7 +114,7 @@ def test_user_messages_are_never_altered(gateway: Gateway, upstream: Upstream) -
     got = upstream.state.last("/chat/completions").json()["messages"]
     # The memory message goes right after the app's own system message; the rest is untouched.
     assert got[0] == sent[0]
-    assert got[1]["role"] == "system" and "<memories id=" in got[1]["content"]
+    assert got[1]["role"] == "system" and PREAMBLE in got[1]["content"]
     assert got[2:] == sent[1:]
 
 
@@ -163,7 +165,7 @@ def test_nothing_relevant_injects_nothing_and_forwards_bytes_untouched(
 ) -> None:
     me = User(gateway)
     me.remember("I prefer dark mode in every editor")
-    me.remember("我对花生过敏", type="accessibility")
+    me.remember("我对花生过敏", type="profile")
     body = (
         b'{"model":"gpt-4o-mini",'
         b'"messages":[{"role":"user","content":"What is the capital of France?"}]}'
@@ -180,7 +182,7 @@ def test_nothing_relevant_injects_nothing_and_forwards_bytes_untouched(
 @pytest.mark.parametrize(
     ("memory", "type_", "question"),
     [
-        ("I am allergic to peanuts", "accessibility", "我对什么食物过敏？"),
+        ("I am allergic to peanuts", "profile", "我对什么食物过敏？"),
         ("我养了一只叫旺财的狗", "preference", "What is my dog called?"),
         (
             "请用繁体中文回答",
@@ -228,7 +230,7 @@ def test_at_most_n_memories_with_limit_reasons(gateway: Gateway) -> None:
     ):
         me.remember(fact)
     raw = me.ask("What kind of tea do I like to drink?")
-    assert len(me.injected(raw)) == 3
+    assert len(me.injected(raw)) == 2  # the policy's topical.max
     reasons = [c["reason"] for c in me.trace(raw)["candidates"] if c["decision"] == "dropped"]
     assert reasons.count("limit") >= 1
 
@@ -247,7 +249,7 @@ def test_memory_text_cannot_act_as_instructions(gateway: Gateway, upstream: Upst
     assert len(facts) == 1
     assert "</memories" not in facts[0] and "<" not in facts[0]
     assert not facts[0].lower().startswith("system")
-    assert lines[-1].startswith("</memories id=") and lines[-1] != "</memories id=0000>"
+    assert lines[-1].startswith("</facts id=") and lines[-1] != "</facts id=0000>"
 
 
 def test_paused_recall_injects_nothing(gateway: Gateway) -> None:
@@ -259,7 +261,8 @@ def test_paused_recall_injects_nothing(gateway: Gateway) -> None:
     assert resp.json() == {"object": "memory.settings", "recall_paused": True}
     raw = me.ask("What language should you answer me in?")
     assert me.injected(raw) == []
-    assert "paused" in [c["reason"] for c in me.trace(raw)["candidates"]]
+    trace = me.trace(raw)  # a paused user costs only the settings read
+    assert trace["skipped"] == "paused" and trace["candidates"] == []
     httpx.patch(
         f"{gateway.base_url}/memory/settings", headers=me.headers, json={"recall_paused": False}
     )
