@@ -424,9 +424,7 @@ async def confirm_candidate(
 ) -> Response[Any]:
     ident = _signed_in_as(request, tenant, user)
     form = await _form(request)
-    edits = {
-        k: form[k].strip() for k in ("content", "type", "applies") if form.get(k, "").strip()
-    }
+    edits = {k: form[k].strip() for k in ("content", "type", "applies") if form.get(k, "").strip()}
     await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
     return Redirect(_user_url(ident, "confirmed"), status_code=303)
 

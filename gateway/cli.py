@@ -146,6 +146,17 @@ def _bench_locomo(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_scenarios(args: argparse.Namespace) -> int:
+    from .scenario_eval import run_scenario_bench
+
+    return run_scenario_bench(
+        scenarios=args.scenarios,
+        prefeval=args.prefeval,
+        no_prefeval=args.no_prefeval,
+        json_out=args.json,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -158,7 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     re_embed.set_defaults(func=_reembed)
     bench = sub.add_parser("bench", help="benchmarks that print figures")
-    targets = bench.add_subparsers(dest="target", required=True, metavar="{proxy,recall,locomo}")
+    targets = bench.add_subparsers(
+        dest="target", required=True, metavar="{proxy,recall,locomo,scenarios}"
+    )
     proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")
     proxy.add_argument("--rounds", type=int, default=300)
     proxy.add_argument("--warmup", type=int, default=20)
@@ -204,6 +217,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     locomo.add_argument("--no-prefeval", action="store_true", help="skip the PrefEval slice")
     locomo.set_defaults(func=_bench_locomo)
+    scen = targets.add_parser(
+        "scenarios",
+        help="gold recall, false recall and precision per category on recall scenarios, "
+        "and PrefEval through the product path",
+    )
+    scen.add_argument("--scenarios", help="scenario file (default: the shipped bilingual set)")
+    scen.add_argument(
+        "--prefeval",
+        help="PrefEval explicit_preference folder (default: ../shared/eval-data/prefeval/"
+        "explicit_preference from the repo root, when present)",
+    )
+    scen.add_argument("--no-prefeval", action="store_true", help="skip PrefEval")
+    scen.add_argument("--json", help="also write the figures to this JSON file")
+    scen.set_defaults(func=_bench_scenarios)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

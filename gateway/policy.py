@@ -275,6 +275,9 @@ class TopicSpec(_Model):
     description: str = ""
     keywords: tuple[NonEmpty, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
+    # requests of these topics are about a memory of this one too (a health condition
+    # matters to a workout plan)
+    reaches: tuple[Name, ...] = ()
     examples: tuple[str, ...] = ()
     not_examples: tuple[str, ...] = ()
 
@@ -458,6 +461,14 @@ class Policy(_Model):
             if spec.name == name:
                 return spec
         raise KeyError(f"unknown slot {name!r}")
+
+    def topics_reaching(self, request_topics: list[str]) -> frozenset[str]:
+        """Memory topics that matter to a request about ``request_topics``: the same ones,
+        and those that reach one of them."""
+        wanted = set(request_topics)
+        return frozenset(
+            t.name for t in self.topics if t.name in wanted or wanted.intersection(t.reaches)
+        )
 
     @cached_property
     def one_valued_slots(self) -> frozenset[str]:
@@ -799,6 +810,10 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         seen.add(topic.name)
         if not topic.keywords and not topic.patterns:
             yield ("topics", i), "a topic needs keywords or patterns"
+        names = {t.name for t in policy.topics}
+        for j, other in enumerate(topic.reaches):
+            if other not in names:
+                yield ("topics", i, "reaches", j), f"unknown topic {other!r}"
         for j, rule in enumerate(topic.patterns):
             problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
             ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)

@@ -97,6 +97,7 @@ class _Searches:
     vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
     query_vector: np.ndarray | None
     query_topics: list[str]
+    memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
     embedded_at: float
 
@@ -242,7 +243,7 @@ class Recaller:
             cand = score(hit, spec)
             cand.lane = lane
             if lane == TOPICAL:
-                cand.topics = tuple(t for t in hit.memory.topics if t in searches.query_topics)
+                cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)
                 if cand.topics:
                     cand.fused += spec.topic_bonus
             result.candidates.append(cand)
@@ -279,16 +280,25 @@ class Recaller:
         standing = asyncio.ensure_future(store.standing_hits(filters[STANDING], spec.standing_pool))
         if not _searches_topical(plan):
             return _Searches(
-                standing, None, None, None, None, [], frozenset(), self.clock.monotonic()
+                standing,
+                None,
+                None,
+                None,
+                None,
+                [],
+                frozenset(),
+                frozenset(),
+                self.clock.monotonic(),
             )
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
         query_topics = topics_of(text, self.policy)
+        memory_topics = sorted(self.policy.topics_reaching(query_topics))
         words = search_text(text)
         pool = spec.candidate_pool
         keywords = asyncio.ensure_future(store.text_hits(filters[TOPICAL], words, pool, load=True))
-        topical = asyncio.ensure_future(store.topic_hits(filters[TOPICAL], query_topics, pool))
+        topical = asyncio.ensure_future(store.topic_hits(filters[TOPICAL], memory_topics, pool))
         jobs: list[asyncio.Future[Any]] = [standing, keywords, topical]
         try:
             await store.sent()  # before a local embedder holds the loop
@@ -307,6 +317,7 @@ class Recaller:
             ),
             vector,
             query_topics,
+            frozenset(memory_topics),
             frozenset(words.split()),
             self.clock.monotonic(),
         )

@@ -192,7 +192,7 @@ def test_bench_locomo_on_a_fixture(locomo_file: Path, capsys: pytest.CaptureFixt
     rows = (
         "vector-only (1/0)",
         "text-only (0/1)",
-        "hybrid, policy (0.25/0.75)",
+        "hybrid, policy (0.8/0.2)",
         "hybrid 0.75/0.25",
         "hybrid 0.5/0.5",
         "RRF 1:1 (k=60)",
@@ -209,7 +209,7 @@ def test_bench_locomo_on_a_fixture(locomo_file: Path, capsys: pytest.CaptureFixt
     pref = out.split("PrefEval explicit preferences")[1]
     assert re.search(rf"^\s+vector-only \(1/0\)\s+{RATE}\s+{RATE}$", pref, re.M), pref
     verdict = re.search(
-        r"^verdict: LoCoMo R@2: hybrid \(policy 0.25/0.75\) (\S+) \(\d+/7\) vs "
+        r"^verdict: LoCoMo R@2: hybrid \(policy 0.8/0.2\) (\S+) \(\d+/7\) vs "
         r"vector-only (\S+) \(\d+/7\), text-only (\S+) \(\d+/7\): ",
         out,
         re.M,
