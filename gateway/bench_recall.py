@@ -41,7 +41,7 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 
 from .bench import _progress as _say
 from .bench import _sigterm_as_interrupt, _table, percentile
-from .classify import derive_slot
+from .classify import derive_applies, derive_slot, topics_of
 from .clock import SystemClock
 from .embed import LocalEmbedder
 from .identity import Identity, new_trace_id
@@ -388,7 +388,15 @@ def _memory(
 async def write_memories(
     store: Store, memories: Sequence[Memory], vectors: Sequence[np.ndarray]
 ) -> None:
-    """The store's bulk write (``put_memory``'s fields and expiry), a batch per pipeline."""
+    """The store's bulk write (``put_memory``'s fields and expiry), a batch per pipeline;
+    how each memory applies and its topics as the write gate would derive them."""
+    policy = _default_policy()
+    for memory in memories:
+        if not memory.applies:
+            memory.applies = derive_applies(
+                memory.content, policy, memory.type, memory.slot, memory.scope
+            )
+            memory.topics = topics_of(memory.content, policy)
     for start in range(0, len(memories), _WRITE_BATCH):
         batch = zip(
             memories[start : start + _WRITE_BATCH],
@@ -396,12 +404,19 @@ async def write_memories(
             strict=True,
         )
         await store.put_memories((m, search_text(m.content), v) for m, v in batch)
-    # Keep the per-user size that Memories.create maintains (it picks the search strategy).
-    per_user: dict[tuple[str, str], int] = {}
+    # Keep the per-user sizes that Memories.create maintains (they pick the searches).
+    per_user: dict[tuple[str, str], list[int]] = {}
     for memory in memories:
-        per_user[(memory.tenant, memory.user)] = per_user.get((memory.tenant, memory.user), 0) + 1
-    for (tenant, user), count in per_user.items():
-        await store.count_memories_written(tenant, user, count)
+        counts = per_user.setdefault((memory.tenant, memory.user), [0, 0])
+        counts[0] += 1
+        counts[1] += memory.applies == "relevant"
+    for (tenant, user), (count, topical) in per_user.items():
+        await store.count_memories_written(tenant, user, count, topical=topical)
+
+
+@functools.cache
+def _default_policy() -> Policy:
+    return load_policy()
 
 
 async def _index_info(store: Store) -> dict[str, Any]:

@@ -247,15 +247,15 @@ def test_stated_preference_is_queued_confirmed_injected_and_pausable(
     assert me.injected(raw) == [stored["id"]]
     assert injected_facts(upstream) == ["以后都用中文回答我"]
 
-    # Pause stops injection (the memory is still recalled, then dropped as "paused") ...
+    # Pause stops injection (recall stops at the settings read) ...
     resp = httpx.patch(
         f"{gateway.base_url}/memory/settings", headers=me.headers, json={"recall_paused": True}
     )
     assert resp.json()["recall_paused"] is True
     raw = me.ask("你应该用什么语言回答我？")
     assert me.injected(raw) == [] and memory_message(upstream) is None
-    dropped = {c["id"]: c["reason"] for c in me.trace(raw)["candidates"]}
-    assert dropped.get(stored["id"]) == "paused"
+    trace = me.trace(raw)
+    assert trace["skipped"] == "paused" and trace["candidates"] == []
     # ... and resuming brings exactly that memory back.
     httpx.patch(
         f"{gateway.base_url}/memory/settings", headers=me.headers, json={"recall_paused": False}

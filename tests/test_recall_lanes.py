@@ -1,0 +1,322 @@
+"""Recall in two lanes: standing memories reach every request in their scope, topical ones
+only when relevant; one-valued subjects keep the newest; the memory message says what each
+part is. End to end through the openai SDK, plus the scenario set's floors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from gateway.candidates import CandidateQueue
+from gateway.classify import derive_applies, topics_of
+from gateway.clock import ManualClock, SystemClock
+from gateway.embed import LocalEmbedder
+from gateway.identity import Identity
+from gateway.inject import FACTS, STANDING, render
+from gateway.memories import Memories
+from gateway.mine import Proposal, screen
+from gateway.policy import Policy, load_policy
+from gateway.scenario_eval import Runner, load_scenarios, tally
+from gateway.store import Store
+from tests.conftest import Gateway
+from tests.test_recall import User, memory_message
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy()
+
+
+def ask(me: User, text: str, *, project: str | None = None, task: str | None = None) -> Any:
+    client = openai.OpenAI(base_url=me.gw.base_url, api_key=me.key, max_retries=0)
+    headers = {"X-Memory-User": me.headers["x-memory-user"]}
+    if project:
+        headers["X-Project-Id"] = project
+    if task:
+        headers["X-Memory-Task"] = task
+    return client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", extra_headers=headers, messages=[{"role": "user", "content": text}]
+    )
+
+
+def memory(me: User, mid: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{me.gw.base_url}/memories/{mid}", headers=me.headers).json())
+
+
+# --- how a memory applies ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "type_", "scope", "want"),
+    [
+        ("以后都用中文回答我", "preference", "global", "always"),
+        ("From now on always use metric units", "preference", "global", "always"),
+        ("给代码的时候请给出完整的上下文", "preference", "global", "always"),
+        ("Always include type hints in Python code", "preference", "global", "always"),
+        ("I'm colour-blind", "accessibility", "global", "always"),
+        ("No emojis please", "format", "global", "always"),
+        ("Please call me Alex", "profile", "global", "always"),
+        ("I prefer short answers", "preference", "global", "always"),
+        ("This repo uses FastAPI", "project", "project", "always"),
+        ("Sign emails as Li", "preference", "task:work", "always"),
+        ("I'm allergic to peanuts", "profile", "global", "relevant"),
+        ("我养了一只猫叫麻薯", "profile", "global", "relevant"),
+        ("I love jazz", "preference", "global", "relevant"),
+        ("I always eat breakfast at seven", "preference", "global", "relevant"),
+        ("我在备考雅思", "goal", "global", "relevant"),
+        ("I'm moving to Berlin next month", "plan", "global", "relevant"),
+    ],
+)
+def test_how_a_memory_applies_by_default(
+    policy: Policy, text: str, type_: str, scope: str, want: str
+) -> None:
+    from gateway.classify import derive_slot
+
+    slot = derive_slot(text, policy, type_)
+    assert derive_applies(text, policy, type_, slot, scope) == want
+
+
+def test_topics_link_what_shares_no_words(policy: Policy) -> None:
+    assert "food" in topics_of("I'm allergic to peanuts", policy)
+    assert "food" in topics_of("Plan a dinner menu for six people this Saturday", policy)
+    assert "food" in topics_of("帮我安排周六的晚餐菜单", policy)
+    # "python" the pet is not "Python" the language
+    assert topics_of("My pet is a ball python named Monty", policy) == ["pets"]
+    assert "pets" not in topics_of("How do I read a JSON file in Python?", policy)
+    assert "fitness" in policy.topics_reaching(["fitness"]) and "health" in (
+        policy.topics_reaching(["fitness"])
+    )
+
+
+def test_the_message_separates_instructions_from_data() -> None:
+    both = render(['{"fact": "answer in Chinese"}'], ['{"fact": "has a cat"}'], nonce="ab12")
+    assert STANDING in both and FACTS in both
+    assert both.index("<preferences id=ab12>") < both.index("<facts id=ab12>")
+    only = render(['{"fact": "answer in Chinese"}'], [], nonce="ab12")
+    assert STANDING in only and FACTS not in only and "<facts" not in only
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+def test_the_founding_example(gateway: Gateway, upstream: Any) -> None:
+    me = User(gateway)
+    lang = me.remember("以后都用中文回答我")
+    code = me.remember("给代码的时候请给出完整的上下文，不要只给片段", type="format")
+    stack = me.remember(
+        "这个项目用 FastAPI 和 PostgreSQL", type="project", scope="project", project_id="shop"
+    )
+    cat = me.remember("我养了一只猫叫麻薯", type="profile")
+    raw = ask(me, "帮我分析这段代码，并给出修改方案。", project="shop")
+    assert sorted(me.injected(raw)) == sorted([lang, code, stack])
+    block = memory_message(upstream) or ""
+    assert "以后都用中文回答我" in block and "FastAPI" in block and "麻薯" not in block
+    assert STANDING in block and FACTS not in block
+    trace = me.trace(raw)
+    assert {c["id"]: c["lane"] for c in trace["candidates"]}[lang] == "standing"
+    assert cat not in trace["injected"]
+    # outside the project, the project's stack stays behind
+    assert stack not in me.injected(ask(me, "帮我分析这段代码，并给出修改方案。", project="blog"))
+
+
+def test_a_topical_memory_reaches_a_request_it_shares_no_words_with(gateway: Gateway) -> None:
+    me = User(gateway)
+    allergy = me.remember("I'm allergic to peanuts", type="profile")
+    assert me.injected(ask(me, "Plan a dinner menu for six people this Saturday")) == [allergy]
+    assert me.injected(ask(me, "帮我安排周六六个人的晚餐菜单")) == [allergy]
+    raw = ask(me, "How do I fix this SQL query that returns duplicate rows?")
+    assert me.injected(raw) == []
+    [cand] = me.trace(raw)["candidates"]
+    assert (cand["lane"], cand["reason"]) == ("topical", "threshold")
+
+
+def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway) -> None:
+    me = User(gateway)
+    pet = me.remember("My pet is a ball python named Monty", type="profile")
+    raw = ask(me, "How do I read a JSON file in Python?")
+    assert me.injected(raw) == []
+    [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == pet]
+    assert cand["scores"]["text"] > 0 and cand["reason"] == "threshold"
+    assert cand["shared_terms"] == 1
+
+
+def test_standing_memories_never_crowd_out_a_topical_one(gateway: Gateway) -> None:
+    me = User(gateway)
+    for text in (
+        "Always answer in English",
+        "Use bullet points when you list things",
+        "No emojis please",
+        "I prefer short answers",
+        "Please call me Alex",
+        "From now on always use metric units",
+        "Never use jargon when you explain",
+    ):
+        me.remember(text)
+    allergy = me.remember("I'm allergic to peanuts", type="profile")
+    raw = ask(me, "Plan a dinner menu for six people this Saturday")
+    injected = me.injected(raw)
+    assert allergy in injected
+    assert len(injected) == 6  # recall.max_memories: the allergy and five standing ones
+    dropped = [c["reason"] for c in me.trace(raw)["candidates"] if c["decision"] == "dropped"]
+    assert dropped == ["limit", "limit"]
+
+
+def test_work_rules_stay_inside_their_task(gateway: Gateway) -> None:
+    me = User(gateway)
+    sig = me.remember(
+        "Sign every email with 'Best regards, Li Wei, Acme Corp'",
+        type="format",
+        scope="task:work",
+    )
+    assert me.injected(
+        ask(me, "Draft an email asking the supplier for a new date", task="work")
+    ) == [sig]
+    assert me.injected(ask(me, "Write a birthday message for my sister")) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "question"),
+    [
+        ("Always answer in English", "以后请用中文回答", "总结一下这篇文章"),
+        ("I live in Berlin", "I've moved to Lisbon", "What's the weather like here in November?"),
+        ("我住在上海", "我已经从上海搬到深圳了", "这周末附近有什么好玩的"),
+        ("Give me distances in miles", "以后都用公制单位", "How long is the Golden Gate Bridge?"),
+        ("I use VS Code for all my coding", "I switched to Neovim", "Which editor plugins help?"),
+    ],
+)
+def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
+    gateway: Gateway, old: str, new: str, question: str
+) -> None:
+    me = User(gateway)
+    first = me.remember(old, type="profile" if "live" in old or "住" in old else "preference")
+    second = me.remember(new, type="profile" if "move" in new or "搬" in new else "preference")
+    assert memory(me, first)["status"] == "superseded"
+    assert memory(me, first)["superseded_by"] == second
+    assert first not in me.injected(ask(me, question))
+
+
+def test_format_rules_coexist(gateway: Gateway) -> None:
+    me = User(gateway)
+    bullets = me.remember("Use bullet points when you list things", type="format")
+    emoji = me.remember("No emojis please", type="format")
+    assert memory(me, bullets)["status"] == "active"
+    assert sorted(me.injected(ask(me, "What are the pros and cons of remote work?"))) == sorted(
+        [bullets, emoji]
+    )
+
+
+def test_applies_is_part_of_the_record_and_editable(gateway: Gateway) -> None:
+    me = User(gateway)
+    mid = me.remember("I'm vegetarian", type="profile")
+    assert memory(me, mid)["applies"] == "relevant"
+    assert me.injected(ask(me, "Explain how HTTP caching works")) == []
+    resp = httpx.patch(
+        f"{gateway.base_url}/memories/{mid}", headers=me.headers, json={"applies": "always"}
+    )
+    assert resp.status_code == 200 and resp.json()["applies"] == "always"
+    assert me.injected(ask(me, "Explain how HTTP caching works")) == [mid]
+    history = httpx.get(f"{gateway.base_url}/memories/{mid}/history", headers=me.headers).json()
+    assert history["data"][-1]["changes"]["applies"] == ["relevant", "always"]
+    bad = httpx.patch(
+        f"{gateway.base_url}/memories/{mid}", headers=me.headers, json={"applies": "sometimes"}
+    )
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "write_refused"
+    stated = me.remember("I like jazz", applies="always")
+    assert memory(me, stated)["applies"] == "always"
+
+
+def test_a_user_with_only_standing_memories_costs_no_vector_search(gateway: Gateway) -> None:
+    me = User(gateway)
+    lang = me.remember("Always answer in English")
+    for _ in range(2):  # the second recall plans from what the first read learnt
+        raw = ask(me, "What's a good name for a cat?")
+        assert me.injected(raw) == [lang]
+        assert me.trace(raw)["searches"] == ["standing"]
+    me.remember("I have a cat named Mochi", type="profile")
+    raw = ask(me, "What's a good name for a cat?")
+    assert me.trace(raw)["searches"][-1] == "vector"
+
+
+# --- the candidate queue ---------------------------------------------------------------------
+
+
+@pytest.fixture
+async def service(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> AsyncIterator[Memories]:
+    store = Store(redis_url)
+    memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
+    await memories.ready()
+    yield memories
+    await store.aclose()
+
+
+async def test_a_candidate_proposes_how_it_applies_and_the_user_may_change_it(
+    service: Memories, policy: Policy
+) -> None:
+    ident = Identity(f"lanes{time.time_ns()}", "alice", None, "on", "tr_lanes")
+    queue = CandidateQueue(service.store, policy, service.clock)
+    proposal, _ = screen(Proposal(content="以后都用中文回答我", type="preference"), policy)
+    assert proposal is not None and proposal.applies == "always"
+    await queue.enqueue(ident, proposal, trace_id=None)
+    [cand] = await queue.list(ident)
+    assert cand["applies"] == "always"
+    outcome = await queue.confirm(ident, cand["id"], service, {"applies": "relevant"})
+    assert outcome.memory.applies == "relevant"
+
+
+async def test_memories_from_before_applies_are_settled(service: Memories, policy: Policy) -> None:
+    ident = Identity(f"settle{time.time_ns()}", "bob", None, "on", "tr_settle")
+    lang = (
+        await service.create(ident, content="Always answer in English", type="preference")
+    ).memory
+    pet = (await service.create(ident, content="I have a cat", type="profile")).memory
+    for m in (lang, pet):  # as an earlier release wrote them
+        await service.store.redis.hdel(
+            service.store.memory_key(ident.tenant, "bob", m.id), "applies", "topics"
+        )
+    assert await service.settle() >= 2
+    assert (await service.get(ident, lang.id)).applies == "always"
+    settled = await service.get(ident, pet.id)
+    assert (settled.applies, settled.topics) == ("relevant", ["pets"])
+
+
+# --- the scenario set's floors ------------------------------------------------------------------
+
+
+async def test_the_shipped_scenarios_meet_their_floors(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        outcomes = await runner.run_all(load_scenarios())
+    finally:
+        await store.aclose()
+    by, total = tally(outcomes)
+    assert set(by) == {
+        "standing",
+        "project",
+        "work_scope",
+        "topical",
+        "newer",
+        "nothing",
+        "cross_lingual",
+        "expired",
+    }
+    for name, t in by.items():
+        assert t.gold_recall >= 0.9, (name, t)
+    assert total.false_recall <= 0.05 and total.precision >= 0.8, total
