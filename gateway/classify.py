@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from gateway.policy import Policy
+from gateway.policy import Policy, plain_words
 
 __all__ = [
     "derive_applies",
@@ -85,4 +85,6 @@ def topics_of(text: str, policy: Policy) -> list[str]:
     if not text:
         return []
     folded = normalize(text)
-    return [topic.name for topic in policy.topics if topic.matches(folded)]
+    lowered = folded.lower()
+    words = plain_words(lowered)
+    return [topic.name for topic in policy.topics if topic.matches(folded, lowered, words)]

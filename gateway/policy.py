@@ -282,16 +282,46 @@ class TopicSpec(_Model):
     not_examples: tuple[str, ...] = ()
 
     @cached_property
-    def keyword_regex(self) -> re.Pattern[str] | None:
-        if not self.keywords:
-            return None
-        return re.compile("|".join(_keyword_regex(k) for k in self.keywords), re.IGNORECASE)
+    def _words(self) -> frozenset[str]:
+        # One plain ASCII word each: a set lookup per request word (a regex alternation of
+        # every keyword costs a scan per position, on the request path).
+        return frozenset(k.lower() for k in self.keywords if _PLAIN_WORD.fullmatch(k.lower()))
 
-    def matches(self, text: str) -> bool:
-        kw = self.keyword_regex
-        if kw is not None and kw.search(text):
+    @cached_property
+    def _phrases(self) -> tuple[tuple[str, ...], re.Pattern[str]] | None:
+        """Other ASCII keywords: a substring pre-check, then the regex with boundaries."""
+        rest = [k for k in self.keywords if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower())]
+        if not rest:
+            return None
+        hints = tuple(dict.fromkeys(k.lower().split()[0] for k in rest))
+        return hints, re.compile("|".join(_keyword_regex(k) for k in rest), re.IGNORECASE)
+
+    @cached_property
+    def _cjk(self) -> tuple[str, ...]:
+        return tuple(k for k in self.keywords if not k.isascii())
+
+    def matches(
+        self, text: str, lowered: str | None = None, words: frozenset[str] | None = None
+    ) -> bool:
+        """Whether ``text`` (NFKC-folded) is about this topic; ``lowered`` and ``words`` (its
+        plain ASCII words, see ``plain_words``) are computed once by a caller testing many
+        topics."""
+        low = text.lower() if lowered is None else lowered
+        found = plain_words(low) if words is None else words
+        if found & self._words or any(k in text for k in self._cjk):
+            return True
+        phrases = self._phrases
+        if phrases is not None and any(h in low for h in phrases[0]) and phrases[1].search(text):
             return True
         return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+_PLAIN_WORD = re.compile(r"[a-z0-9]+")
+
+
+def plain_words(lowered: str) -> frozenset[str]:
+    """The plain ASCII words of lower-cased text (topic keywords are matched against them)."""
+    return frozenset(_PLAIN_WORD.findall(lowered))
 
 
 class AppliesSpec(_Model):

@@ -89,11 +89,10 @@ class Candidate:
 @dataclass(slots=True)
 class _Searches:
     """One recall's searches: the standing lane's tag query, and for users with topical
-    memories the keyword and topic queries at once, the vector search once embedded."""
+    memories the keyword-or-topic query at once, the vector search once embedded."""
 
     standing: asyncio.Future[dict[str, Memory]]
-    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
-    topical: asyncio.Future[dict[str, Memory]] | None
+    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None  # and topics
     vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
     query_vector: np.ndarray | None
     query_topics: list[str]
@@ -102,13 +101,13 @@ class _Searches:
     embedded_at: float
 
     def jobs(self) -> list[asyncio.Future[Any]]:
-        return [j for j in (self.standing, self.keywords, self.topical, self.vector) if j]
+        return [j for j in (self.standing, self.keywords, self.vector) if j]
 
     @property
     def names(self) -> list[str]:
         if self.vector is None:
             return [STANDING]
-        return [STANDING, "keywords", *(["topics"] if self.query_topics else []), "vector"]
+        return [STANDING, "keywords", *(["topics"] if self.memory_topics else []), "vector"]
 
     def cancel(self) -> None:
         for job in self.jobs():
@@ -230,7 +229,7 @@ class Recaller:
                 searches.cancel()
             searches = await self._search(ident, text, now, known)
         try:
-            hits = await self._gather(searches, ident)
+            hits = await self._gather(searches)
         except BaseException:
             searches.cancel()
             raise
@@ -284,7 +283,6 @@ class Recaller:
                 None,
                 None,
                 None,
-                None,
                 [],
                 frozenset(),
                 frozenset(),
@@ -294,12 +292,13 @@ class Recaller:
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
         query_topics = topics_of(text, self.policy)
-        memory_topics = sorted(self.policy.topics_reaching(query_topics))
+        memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
-        keywords = asyncio.ensure_future(store.text_hits(filters[TOPICAL], words, pool, load=True))
-        topical = asyncio.ensure_future(store.topic_hits(filters[TOPICAL], memory_topics, pool))
-        jobs: list[asyncio.Future[Any]] = [standing, keywords, topical]
+        keywords = asyncio.ensure_future(
+            store.text_hits(filters[TOPICAL], words, pool, topics=memory_topics, load=True)
+        )
+        jobs: list[asyncio.Future[Any]] = [standing, keywords]
         try:
             await store.sent()  # before a local embedder holds the loop
             vector = await self.embedder.embed_query(text)
@@ -311,7 +310,6 @@ class Recaller:
         return _Searches(
             standing,
             keywords,
-            topical,
             asyncio.ensure_future(
                 store.vector_hits(filters[TOPICAL], vector, pool, large=large, load=True)
             ),
@@ -322,28 +320,14 @@ class Recaller:
             self.clock.monotonic(),
         )
 
-    async def _gather(self, searches: _Searches, ident: Identity) -> list[tuple[Hit, str]]:
+    async def _gather(self, searches: _Searches) -> list[tuple[Hit, str]]:
         """Every search's hits, each memory once, with its lane."""
         out: list[tuple[Hit, str]] = []
         if searches.vector is not None:
-            assert searches.keywords is not None and searches.topical is not None
+            assert searches.keywords is not None
             by_vector, near = await searches.vector
             by_text, worded = await searches.keywords
-            about = await searches.topical
-            hits = merge_hits(by_vector, by_text, near | worded)
-            found = {h.memory.id for h in hits}
-            # memories found by topic alone: their meaning is scored here, from the vectors
-            # Redis holds (the vector search ranked them below its pool)
-            extra = [m for m in about.values() if m.id not in found]
-            if extra and searches.query_vector is not None:
-                vectors = await self.store.get_embeddings(
-                    ident.tenant, ident.user, [m.id for m in extra]
-                )
-                for m in extra:
-                    v = vectors.get(m.id)
-                    sim = float(np.dot(v, searches.query_vector)) if v is not None else 0.0
-                    hits.append(Hit(m, sim, 0.0))
-            out.extend((h, TOPICAL) for h in hits)
+            out.extend((h, TOPICAL) for h in merge_hits(by_vector, by_text, near | worded))
         standing = await searches.standing
         out.extend((Hit(m), STANDING) for m in standing.values())
         return out

@@ -277,15 +277,15 @@ async def run_prefeval(runner: Runner, rows: Sequence[tuple[str, str, str]]) -> 
 def report(outcomes: Sequence[Outcome], pref: PrefEvalResult | None, pref_note: str) -> str:
     by, total = tally(outcomes)
     head = (
-        f"{'category':<16}{'scenarios':>11}{'gold recall':>14}{'false recall':>14}{'precision':>11}"
+        f"{'category':<16}{'scenarios':>11}{'gold recall':>16}{'false recall':>16}{'precision':>11}"
     )
     lines = ["Recall scenarios (memories expected / forbidden per request)", "", head]
 
     def row(name: str, t: Tally) -> str:
         return (
             f"{name:<16}{t.scenarios:>11}"
-            f"{f'{t.gold_recall:.2f} ({t.hits}/{t.expected})':>14}"
-            f"{f'{t.false_recall:.2f} ({t.false}/{t.forbidden})':>14}"
+            f"{f'{t.gold_recall:.2f} ({t.hits}/{t.expected})':>16}"
+            f"{f'{t.false_recall:.2f} ({t.false}/{t.forbidden})':>16}"
             f"{t.precision:>11.2f}"
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -518,45 +518,58 @@ class Store:
         return expr
 
     async def standing_hits(self, expr: FilterExpression, pool: int) -> dict[str, Memory]:
-        """The memories a tag filter selects, most recently confirmed first: the standing
-        lane, which needs no vector and no keywords."""
+        """Up to ``pool`` memories a tag filter selects: the standing lane, which needs no
+        vector and no keywords. Unsorted (a sort costs Redis more than the lane itself);
+        the recaller orders them, and a user has far fewer standing memories than a pool."""
         query = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=pool)
-        query.sort_by("confirmed_at", asc=False)
-        _, memories = await self.search(query, load=True)
-        return memories
-
-    async def topic_hits(
-        self, expr: FilterExpression, topics: list[str], pool: int
-    ) -> dict[str, Memory]:
-        """Memories about any of ``topics`` (the topical lane's third search: it finds an
-        allergy for a dinner menu, which share neither words nor much meaning)."""
-        if not topics:
-            return {}
-        query = FilterQuery(
-            filter_expression=expr & (Tag("topics") == topics),
-            return_fields=["id"],
-            num_results=pool,
-        )
-        query.sort_by("confirmed_at", asc=False)
         _, memories = await self.search(query, load=True)
         return memories
 
     async def text_hits(
-        self, expr: FilterExpression, query_text: str, pool: int, *, load: bool = False
+        self,
+        expr: FilterExpression,
+        query_text: str,
+        pool: int,
+        *,
+        topics: Sequence[str] = (),
+        load: bool = False,
     ) -> tuple[dict[str, float], dict[str, Memory]]:
         """BM25 over the filtered memories: document key -> score, and with ``load`` the
-        memories found."""
-        if not query_text:
+        memories found. With ``topics``, memories about any of them are found too (in the
+        same search: an allergy for a dinner menu shares no word with it)."""
+        if not query_text and not topics:
             return {}, {}
-        query = TextQuery(
-            text=query_text,
-            text_field_name="search_text",
-            filter_expression=expr,
-            return_fields=["id"],
-            num_results=pool,
-            stopwords=None,
-        )
-        rows, memories = await self.search(query, load=load)
+        if not topics:
+            query = TextQuery(
+                text=query_text,
+                text_field_name="search_text",
+                filter_expression=expr,
+                return_fields=["id"],
+                num_results=pool,
+                stopwords=None,
+            )
+            rows, memories = await self.search(query, load=load)
+        else:
+            # query_text holds only letter/digit tokens (textsearch.search_text) and topics
+            # are policy names ([a-z0-9_]): neither needs escaping
+            parts = [f"@search_text:({' | '.join(query_text.split())})"] if query_text else []
+            parts.append("@topics:{" + " | ".join(topics) + "}")
+            args = [
+                self.index.name,
+                f"({' | '.join(parts)}) ({expr})",
+                "SCORER",
+                "BM25STD",
+                "WITHSCORES",
+                "RETURN",
+                1,
+                "id",
+                "DIALECT",
+                2,
+                "LIMIT",
+                0,
+                pool,
+            ]
+            rows, memories = await self._run(args, load)
         return {_s(row[b"id"]): float(row.get(b"score") or 0.0) for row in rows}, memories
 
     async def vector_hits(
@@ -599,6 +612,11 @@ class Store:
             *query.get_args(),
             *(["PARAMS", len(params), *params] if params else []),
         ]
+        return await self._run(args, load)
+
+    async def _run(
+        self, args: list[Any], load: bool
+    ) -> tuple[list[dict[bytes, Any]], dict[str, Memory]]:
         with_scores = "WITHSCORES" in args
         if not load:
             reply = await self.redis.execute_command("FT.SEARCH", *args)
