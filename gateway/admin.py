@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -21,9 +20,10 @@ from litestar.datastructures import Cookie, State
 from litestar.response import Redirect, Template
 
 from . import identity as identity_mod
+from .access import check_admin_token
 from .admin_text import LANGS, TEXT, pick_lang
 from .clock import from_iso, to_iso
-from .errors import BadRequest, MemgateError, Unauthorized
+from .errors import BadRequest, MemgateError, TooManyAttempts, Unauthorized
 from .identity import Identity
 
 SESSION_COOKIE = "memgate_admin"
@@ -170,52 +170,17 @@ async def home(
     return _page(request, "home", owners=owners, tenant=tenant or "")
 
 
-class LoginThrottle:
-    """Wrong tokens from one address lock that address out for a while: the token cannot be
-    guessed at network speed. Per process (each replica counts its own)."""
-
-    def __init__(
-        self, failures: int = 5, window: float = 60.0, lockout: float = 60.0, capacity: int = 10_000
-    ) -> None:
-        self.failures, self.window, self.lockout, self.capacity = (
-            failures,
-            window,
-            lockout,
-            capacity,
-        )
-        self._seen: dict[str, list[float]] = {}
-
-    def wait(self, who: str, now: float) -> float:
-        """Seconds this address must still wait before trying again (0 when it may)."""
-        recent = [t for t in self._seen.get(who, []) if now - t < self.window + self.lockout]
-        if len(recent) < self.failures:
-            return 0.0
-        return max(0.0, recent[-1] + self.lockout - now)
-
-    def failed(self, who: str, now: float) -> None:
-        if who not in self._seen and len(self._seen) >= self.capacity:
-            self._seen.pop(next(iter(self._seen)))  # forget the oldest address
-        kept = [t for t in self._seen.get(who, []) if now - t < self.window]
-        self._seen[who] = [*kept, now][-self.failures :]
-
-    def succeeded(self, who: str) -> None:
-        self._seen.pop(who, None)
-
-
 @post("/login", status_code=303)
 async def login(request: Request[Any, Any, State], state: State) -> Response[Any]:
     token = state.settings.admin_token
-    throttle: LoginThrottle = state.admin_logins
-    who = request.client.host if request.client else "unknown"
-    now = state.clock.now().timestamp()
-    wait = throttle.wait(who, now)
-    if wait > 0:
-        return _page(request, "login", status=429, configured=bool(token), locked=math.ceil(wait))
     given = (await request.form()).get("token", "")
-    if not token or not isinstance(given, str) or not hmac.compare_digest(given, token):
-        throttle.failed(who, now)
+    try:
+        check_admin_token(request, given if isinstance(given, str) else None)
+    except TooManyAttempts as exc:
+        wait = exc.extra["retry_after"]
+        return _page(request, "login", status=429, configured=bool(token), locked=wait)
+    except Unauthorized:
         return _page(request, "login", status=401, configured=bool(token), failed=True)
-    throttle.succeeded(who)
     value = _new_session(token, state.clock.now().timestamp())
     return Redirect(
         "/admin",

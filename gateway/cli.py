@@ -53,7 +53,11 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             log_level="warning",
+            log_config=None,  # uvicorn's loggers go through memgate's (see logs.py)
             access_log=False,
+            # The peer is the socket's address; X-Forwarded-For counts only from
+            # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
+            proxy_headers=False,
             lifespan="on",
             loop="uvloop",
             http="httptools",

@@ -36,6 +36,12 @@ class Settings:
     """Where the embedded Redis keeps its append-only file."""
     admin_token: str | None = None
     """Bearer token for the admin API and page; unset disables admin access."""
+    allow_open_relay: bool = False
+    """Serve on a non-loopback address with ``upstream_api_key`` set and no gateway keys:
+    anyone who reaches the port spends that key. Off unless the operator says so."""
+    trusted_proxies: str | None = None
+    """Comma-separated addresses or networks of reverse proxies whose ``X-Forwarded-For``
+    names the real peer (for the admin-token throttle); unset trusts no header."""
     log_level: str = "info"
     """debug, info, warning or error."""
     policy: str | None = None

@@ -14,8 +14,9 @@ from litestar import Request, Response, delete, get, patch, post
 from litestar.datastructures import State
 
 from . import identity as identity_mod
+from .access import authorize
 from .clock import from_iso
-from .errors import BadRequest, NotFound, WriteRefused
+from .errors import BadRequest, NotFound, Unauthorized, WriteRefused
 from .identity import Identity
 from .memories import Memories, WriteOutcome
 from .records import Memory
@@ -58,10 +59,15 @@ def _given(patch: MemoryPatch) -> dict[str, Any]:
     return {k: v for k, v in msgspec.structs.asdict(patch).items() if v is not msgspec.UNSET}
 
 
-def _who(request: Request[Any, Any, State]) -> Identity:
-    return identity_mod.resolve(
-        request.headers, None, admin_token=request.app.state.settings.admin_token
-    )
+async def _who(request: Request[Any, Any, State]) -> Identity:
+    """The caller's identity; memory needs a key (a caller without one shares nothing)."""
+    ident = identity_mod.resolve(request.headers, None, access=await authorize(request))
+    if not ident.tenant:
+        raise Unauthorized(
+            "The memory API needs an API key (Authorization: Bearer <key> or api-key).",
+            code="missing_api_key",
+        )
+    return ident
 
 
 def _when(value: str | None, param: str) -> datetime | None:
@@ -94,7 +100,7 @@ async def _service(state: State) -> Memories:
 
 @post("/v1/memories", status_code=201, summary="Store a memory the caller states")
 async def create_memory(request: Request[Any, Any, State], state: State) -> Response[Any]:
-    ident = _who(request)
+    ident = await _who(request)
     data: MemoryIn = _decode(await request.body(), MemoryIn)
     if data.source == "model_inference":
         raise WriteRefused(
@@ -127,7 +133,7 @@ async def list_memories(
     status: str | None = None,
     type: str | None = None,
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     found = await (await _service(state)).list(
         ident, status=status, type=type, project_id=project_id
     )
@@ -141,7 +147,7 @@ async def delete_memories(
     project_id: str | None = None,
     all: bool = False,
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     if not all and not project_id:
         raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.", param="project_id")
     count = await (await _service(state)).delete_where(
@@ -154,14 +160,14 @@ async def delete_memories(
 async def get_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    return (await (await _service(state)).get(_who(request), memory_id)).to_api()
+    return (await (await _service(state)).get(await _who(request), memory_id)).to_api()
 
 
 @patch("/v1/memories/{memory_id:str}", summary="Edit a memory")
 async def patch_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     changes = _given(_decode(await request.body(), MemoryPatch))
     if "project_id" in changes:
         _project(changes["project_id"])
@@ -177,7 +183,7 @@ async def patch_memory(
 async def delete_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     await (await _service(state)).delete(
         ident, memory_id, actor="admin" if ident.is_admin else "user"
     )
@@ -188,20 +194,20 @@ async def delete_memory(
 async def memory_history(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    entries = await (await _service(state)).history(_who(request), memory_id)
+    entries = await (await _service(state)).history(await _who(request), memory_id)
     return {"object": "list", "id": memory_id, "data": entries}
 
 
 @get("/v1/memory/settings", summary="The caller's memory settings")
 async def get_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     paused = await state.store.is_recall_paused(ident.tenant, ident.user)
     return {"object": "memory.settings", "recall_paused": paused}
 
 
 @patch("/v1/memory/settings", summary="Pause or resume recall")
 async def patch_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     data: SettingsPatch = _decode(await request.body(), SettingsPatch)
     await state.store.set_recall_paused(ident.tenant, ident.user, data.recall_paused)
     return {"object": "memory.settings", "recall_paused": data.recall_paused}
@@ -211,7 +217,7 @@ async def patch_settings(request: Request[Any, Any, State], state: State) -> dic
 async def get_trace(
     request: Request[Any, Any, State], state: State, trace_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         raise NotFound(
@@ -228,14 +234,14 @@ async def get_trace(
 async def archive_project(
     request: Request[Any, Any, State], state: State, project_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     count = await (await _service(state)).archive_project(ident, _project(project_id) or "")
     return {"object": "memory.project.archived", "project_id": project_id, "archived": count}
 
 
 @get("/v1/memory/candidates", summary="Candidate memories waiting for the user's decision")
 async def list_candidates(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    return {"object": "list", "data": await state.candidates.list(_who(request))}
+    return {"object": "list", "data": await state.candidates.list(await _who(request))}
 
 
 @post(
@@ -246,7 +252,7 @@ async def list_candidates(request: Request[Any, Any, State], state: State) -> di
 async def confirm_candidate(
     request: Request[Any, Any, State], state: State, candidate_id: str
 ) -> Response[Any]:
-    ident = _who(request)
+    ident = await _who(request)
     raw = await request.body()
     edits = _given(_decode(raw, MemoryPatch)) if raw.strip() else {}
     outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
@@ -261,14 +267,14 @@ async def confirm_candidate(
 async def reject_candidate(
     request: Request[Any, Any, State], state: State, candidate_id: str
 ) -> dict[str, Any]:
-    await state.candidates.reject(_who(request), candidate_id)
+    await state.candidates.reject(await _who(request), candidate_id)
     return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
 
 
 @get("/v1/memory/report", summary="The first-week checks: unused, corrected, counts by type")
 async def memory_report(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
     """Memories never injected since saved, injected but later corrected, counts by type."""
-    ident = _who(request)
+    ident = await _who(request)
     everything = await (await _service(state)).list(ident)
     active = [m for m in everything if m.status == "active"]
     by_type: dict[str, int] = {}
