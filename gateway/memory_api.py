@@ -10,16 +10,20 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+import structlog
 from litestar import Request, Response, delete, get, patch, post
 from litestar.datastructures import State
 
 from . import identity as identity_mod
-from .access import authorize
+from .access import authorize, check_admin_token
 from .clock import from_iso
 from .errors import BadRequest, NotFound, Unauthorized, WriteRefused
-from .identity import Identity
+from .identity import Identity, client_key
+from .keys import Keyring
 from .memories import Memories, WriteOutcome
 from .records import Memory
+
+log = structlog.get_logger("memgate.keys")
 
 
 class MemoryIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -43,6 +47,12 @@ class MemoryPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 
 class SettingsPatch(msgspec.Struct, forbid_unknown_fields=True):
     recall_paused: bool
+
+
+class KeyIn(msgspec.Struct, forbid_unknown_fields=True):
+    label: str
+    tenant: str | None = None
+    upstream_key: str | None = None
 
 
 def _decode(raw: bytes, kind: type[Any]) -> Any:
@@ -302,7 +312,54 @@ def _brief(memory: Memory) -> dict[str, Any]:
     }
 
 
+# -- gateway keys (admin token only) ----------------------------------------------------------
+
+
+def _keyring(request: Request[Any, Any, State]) -> Keyring:
+    check_admin_token(request, client_key(request.headers))
+    keyring: Keyring = request.app.state.keyring
+    return keyring
+
+
+@post("/v1/memory/keys", status_code=201, summary="Issue a gateway key (admin)")
+async def create_key(request: Request[Any, Any, State]) -> dict[str, Any]:
+    """The secret is in this answer only; memgate keeps its hash."""
+    keyring = _keyring(request)
+    data: KeyIn = _decode(await request.body(), KeyIn)
+    key, secret = await keyring.create(
+        data.label, tenant=data.tenant, upstream_key=data.upstream_key or None
+    )
+    log.info("gateway_key_created", key_id=key.id, tenant=key.tenant)
+    return {**key.to_api(), "key": secret}
+
+
+@get("/v1/memory/keys", summary="Gateway keys, without their secrets (admin)")
+async def list_keys(request: Request[Any, Any, State]) -> dict[str, Any]:
+    keyring = _keyring(request)
+    return {"object": "list", "data": [k.to_api() for k in await keyring.list()]}
+
+
+@post("/v1/memory/keys/{key_id:str}/rotate", status_code=200, summary="New secret, same tenant")
+async def rotate_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+    keyring = _keyring(request)
+    key, secret = await keyring.rotate(key_id)
+    log.info("gateway_key_rotated", key_id=key.id)
+    return {**key.to_api(), "key": secret}
+
+
+@delete("/v1/memory/keys/{key_id:str}", status_code=200, summary="Revoke a gateway key (admin)")
+async def revoke_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+    keyring = _keyring(request)
+    key = await keyring.revoke(key_id)
+    log.info("gateway_key_revoked", key_id=key.id)
+    return {**key.to_api(), "object": "gateway_key.revoked", "revoked": True}
+
+
 ROUTES = [
+    create_key,
+    list_keys,
+    rotate_key,
+    revoke_key,
     memory_report,
     list_candidates,
     confirm_candidate,
