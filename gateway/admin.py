@@ -1,8 +1,9 @@
 """``/admin``: a small server-rendered page for whoever holds the admin token.
 
-Signing in trades the token for an HMAC-signed, HttpOnly, SameSite=Strict cookie (the token
-itself is never stored in the browser), and every form carries a CSRF token derived from that
-cookie. The page acts through the same services as the memory API, as actor ``admin``, so the
+Signing in trades the token for a server-side session: a random id in an HttpOnly,
+SameSite=Strict cookie, its hash in Redis (expiring with the session, deleted at sign-out), so
+the token itself is never stored in the browser and every sign-in gets its own session. Every
+form carries a CSRF token derived from the session. The page acts through the same services as the memory API, as actor ``admin``, so the
 write gate, history and verified deletes are the same. No JavaScript and no build step:
 destructive bulk actions get a confirmation page instead of a script dialog.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -57,22 +59,21 @@ def _sign(token: str, message: str) -> str:
     return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
-def _new_session(token: str, now: float) -> str:
-    issued = str(int(now))
-    return f"{issued}.{_sign(token, 'session:' + issued)}"
+def _digest(session: str) -> str:
+    return hashlib.sha256(session.encode()).hexdigest()
 
 
-def _session(request: Request[Any, Any, State]) -> str | None:
-    """The valid session cookie, or None (no token configured, no cookie, forged, expired)."""
-    token = request.app.state.settings.admin_token
+async def _session(request: Request[Any, Any, State]) -> str | None:
+    """The live session of this request's cookie, or None (no token configured, no cookie,
+    unknown, expired or signed out). Remembered on the request for the page it renders."""
+    state = request.app.state
     value = request.cookies.get(SESSION_COOKIE, "")
-    issued, _, mac = value.partition(".")
-    if not token or not issued.isdigit():
-        return None
-    if not hmac.compare_digest(mac, _sign(token, "session:" + issued)):
-        return None
-    age = request.app.state.clock.now().timestamp() - int(issued)
-    return value if 0 <= age < SESSION_SECONDS else None
+    found = None
+    if state.settings.admin_token and 0 < len(value) <= 128:
+        if await state.store.admin_session_exists(_digest(value)):
+            found = value
+    request.state.admin_session = found
+    return found
 
 
 def _csrf(request: Request[Any, Any, State], session: str) -> str:
@@ -90,7 +91,7 @@ def _page(
     request: Request[Any, Any, State], name: str, status: int = 200, **context: Any
 ) -> Template:
     lang = _lang(request)
-    session = _session(request)
+    session: str | None = getattr(request.state, "admin_session", None)
     template = Template(
         template_name=f"admin/{name}.html",
         context={
@@ -131,7 +132,7 @@ def _user_url(ident: Identity, done: str | None = None) -> str:
 
 async def _form(request: Request[Any, Any, State]) -> dict[str, str]:
     """The posted form, after checking the session and its CSRF token."""
-    session = _session(request)
+    session = await _session(request)
     if session is None:
         raise Unauthorized("Sign in to the admin page again.", code="admin_signed_out")
     form = await request.form()
@@ -162,7 +163,7 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
 async def home(
     request: Request[Any, Any, State], state: State, tenant: str | None = None
 ) -> Template:
-    if _session(request) is None:
+    if await _session(request) is None:
         return _page(request, "login", configured=bool(state.settings.admin_token))
     owners = await state.memories.owners()
     if tenant:
@@ -181,7 +182,8 @@ async def login(request: Request[Any, Any, State], state: State) -> Response[Any
         return _page(request, "login", status=429, configured=bool(token), locked=wait)
     except Unauthorized:
         return _page(request, "login", status=401, configured=bool(token), failed=True)
-    value = _new_session(token, state.clock.now().timestamp())
+    value = secrets.token_urlsafe(32)
+    await state.store.put_admin_session(_digest(value), SESSION_SECONDS)
     return Redirect(
         "/admin",
         status_code=303,
@@ -200,8 +202,9 @@ async def login(request: Request[Any, Any, State], state: State) -> Response[Any
 
 
 @post("/logout", status_code=303)
-async def logout(request: Request[Any, Any, State]) -> Response[Any]:
+async def logout(request: Request[Any, Any, State], state: State) -> Response[Any]:
     await _form(request)
+    await state.store.delete_admin_session(_digest(request.cookies[SESSION_COOKIE]))
     return Redirect(
         "/admin",
         status_code=303,
@@ -223,8 +226,8 @@ async def logout(request: Request[Any, Any, State]) -> Response[Any]:
 _USER = "/users/{tenant:str}/{user:str}"
 
 
-def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
-    if _session(request) is None:
+async def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
+    if await _session(request) is None:
         raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
     return identity_mod.for_admin(tenant, user)
 
@@ -239,7 +242,7 @@ async def user_page(
     project_id: str | None = None,
     done: str | None = None,
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     everything = await state.memories.list(ident)
     shown = [
         m
@@ -269,7 +272,7 @@ async def user_page(
 async def memory_page(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     memory = await state.memories.get(ident, memory_id)
     history = await state.store.history(ident.tenant, ident.user, memory_id)
     return _page(
@@ -281,7 +284,7 @@ async def memory_page(
 async def trace_page(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, trace_id: str
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         return _page(
@@ -304,7 +307,7 @@ async def trace_page(
 async def edit_memory(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     memory = await state.memories.get(ident, memory_id)
     changes: dict[str, Any] = {}
@@ -337,7 +340,7 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 async def delete_memory(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     await _form(request)
     await state.memories.delete(ident, memory_id, actor="admin")
     return Redirect(_user_url(ident, "deleted"), status_code=303)
@@ -348,7 +351,7 @@ async def delete_many(
     request: Request[Any, Any, State], state: State, tenant: str, user: str
 ) -> Response[Any]:
     """Delete a project's memories, or all of them: the first post asks for confirmation."""
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     everything = form.get("all") == "true"
     project = None if everything else form.get("project_id", "")
@@ -375,7 +378,7 @@ async def delete_many(
 async def set_recall(
     request: Request[Any, Any, State], state: State, tenant: str, user: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     paused = (await _form(request)).get("paused") == "true"
     await state.store.set_recall_paused(ident.tenant, ident.user, paused)
     return Redirect(_user_url(ident, "paused" if paused else "resumed"), status_code=303)
@@ -385,7 +388,7 @@ async def set_recall(
 async def confirm_candidate(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     edits = {k: form[k].strip() for k in ("content", "type") if form.get(k, "").strip()}
     await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
@@ -396,7 +399,7 @@ async def confirm_candidate(
 async def reject_candidate(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     await _form(request)
     await state.candidates.reject(ident, candidate_id)
     return Redirect(_user_url(ident, "rejected"), status_code=303)
