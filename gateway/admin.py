@@ -3,8 +3,9 @@
 Signing in trades the token for a server-side session: a random id in an HttpOnly,
 SameSite=Strict cookie, its hash in Redis (expiring with the session, deleted at sign-out), so
 the token itself is never stored in the browser and every sign-in gets its own session. Every
-form carries a CSRF token derived from the session. The page acts through the same services as the memory API, as actor ``admin``, so the
-write gate, history and verified deletes are the same. No JavaScript and no build step:
+form carries a CSRF token derived from the session. The page acts through the same services
+as the memory API, as actor ``admin``, so the write gate, history and verified deletes are
+the same. No JavaScript and no build step:
 destructive bulk actions get a confirmation page instead of a script dialog.
 """
 
