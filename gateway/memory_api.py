@@ -29,7 +29,7 @@ log = structlog.get_logger("memgate.keys")
 class MemoryIn(msgspec.Struct, forbid_unknown_fields=True):
     content: str
     type: str
-    scope: str = "global"
+    scope: str | None = None
     project_id: str | None = None
     expires_at: str | None = None
     source: str = "user_stated"
@@ -95,6 +95,21 @@ def _project(value: str | None) -> str | None:
     return value
 
 
+def _scope(scope: str | None, project_id: str | None) -> str:
+    """A memory's scope follows its project: ``project_id`` without ``scope`` means project
+    scope; a global memory naming a project is a contradiction, refused."""
+    if scope is None:
+        return "project" if project_id else "global"
+    if scope == "global" and project_id:
+        raise BadRequest(
+            "scope 'global' contradicts project_id: leave scope out (or use 'project') "
+            "for a project's memory, or drop project_id.",
+            param="scope",
+            code="scope_mismatch",
+        )
+    return scope
+
+
 def _written(outcome: WriteOutcome) -> Response[Any]:
     """201 for a new memory; 200 when an existing one was refreshed instead (dedup)."""
     body = outcome.memory.to_api()
@@ -126,7 +141,7 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
         content=data.content,
         type=data.type,
         source=data.source,
-        scope=data.scope,
+        scope=_scope(data.scope, data.project_id),
         project_id=_project(data.project_id),
         expires_at=_when(data.expires_at, "expires_at"),
         slot=data.slot,
@@ -181,6 +196,8 @@ async def patch_memory(
     changes = _given(_decode(await request.body(), MemoryPatch))
     if "project_id" in changes:
         _project(changes["project_id"])
+    if "scope" in changes and changes.get("project_id"):
+        _scope(changes["scope"], changes["project_id"])
     if changes.get("expires_at"):
         _when(changes["expires_at"], "expires_at")
     memory = await (await _service(state)).update(
