@@ -369,7 +369,10 @@ async def delete_many(
             everything=everything,
             count=len(affected),
         )
-    await state.memories.delete_where(ident, project_id=project, everything=everything)
+    await state.memories.delete_where(
+        ident, project_id=project, everything=everything, actor="admin"
+    )
+    await state.candidates.forget(ident, project_id=project)
     return Redirect(
         _user_url(ident, "deleted_all" if everything else "deleted_project"), status_code=303
     )

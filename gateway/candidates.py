@@ -295,6 +295,44 @@ class CandidateQueue:
         await self._remove(ident, cand)
         self._decide("rejected")
 
+    async def forget(self, ident: Identity, *, project_id: str | None = None) -> int:
+        """Forget the user's words: with ``project_id`` that project's pending candidates;
+        without, every candidate, queued mining job, trace and setting of the user (the
+        memories' content-free history stays for the audit). Returns candidates removed."""
+        if project_id is not None:
+            removed = 0
+            for cand in await self.list(ident):
+                if cand["project_id"] == project_id:
+                    await self._remove(ident, await self._raw(ident, cand["id"]))
+                    removed += 1
+            return removed
+        removed = len(await self.list(ident))
+        await self._drop_jobs(ident)
+        await self.store.forget_user(ident.tenant, ident.user)
+        return removed
+
+    async def _drop_jobs(self, ident: Identity) -> None:
+        """Mining jobs still queued for this user carry their latest message: delete them."""
+        doomed: builtins.list[Any] = []
+        start = "-"
+        while True:
+            rows: Any = await self.redis.xrange(self.stream, min=start, count=500)
+            for entry_id, fields in rows:
+                try:
+                    job = json.loads(_s(fields.get(b"job") or fields.get("job") or b"{}"))
+                except ValueError:
+                    continue
+                if job.get("tenant") == ident.tenant and job.get("user") == ident.user:
+                    doomed.append(entry_id)
+            if len(rows) < 500:
+                break
+            start = "(" + _s(rows[-1][0])
+        if doomed:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.xack(self.stream, self.group, *doomed)
+                pipe.xdel(self.stream, *doomed)
+                await pipe.execute()
+
     async def pending_count(self, ident: Identity) -> int:
         now = self.clock.now().timestamp()
         return int(await self.redis.zcount(self._index(ident), f"({now}", "+inf"))

@@ -176,8 +176,9 @@ async def delete_memories(
     if not all and not project_id:
         raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.", param="project_id")
     count = await (await _service(state)).delete_where(
-        ident, project_id=_project(project_id), everything=all
+        ident, project_id=_project(project_id), everything=all, actor=ident.actor
     )
+    await state.candidates.forget(ident, project_id=None if all else project_id)
     return {"object": "memory.deleted", "deleted": count, "project_id": project_id, "all": all}
 
 
