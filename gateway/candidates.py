@@ -262,6 +262,7 @@ class CandidateQueue:
             "expires_at": None,
         }
         edited = {k: v for k, v in edits.items() if values.get(k) != v}
+        cand_values = dict(values)
         if "content" in edited and "slot" not in edited:
             values["slot"] = None  # new words: let the gate derive the slot again
         values.update(edited)
@@ -271,7 +272,7 @@ class CandidateQueue:
             ident,
             content=str(values["content"]),
             type=str(values["type"]),
-            source=cand["source"],
+            source=_confirmed_source(cand, ident, edited),
             scope=str(values["scope"]),
             project_id=values["project_id"] or None,
             expires_at=values["expires_at"] or None,
@@ -279,10 +280,16 @@ class CandidateQueue:
             slot=values["slot"],
             evidence_trace=cand["evidence_trace"] or None,
             evidence_text=cand["evidence_excerpt"] or None,
+            actor=ident.actor,
+            action="edited_and_confirmed" if edited else "confirmed",
+            noted={
+                "candidate": cid,
+                "edited": {k: [cand_values[k], v] for k, v in edited.items()},
+            },
         )
         corrects = cand.get("corrects") or ""
         if corrects and corrects != outcome.memory.id and corrects not in outcome.superseded:
-            if await memories.supersede(ident, corrects, outcome.memory):
+            if await memories.supersede(ident, corrects, outcome.memory, actor=ident.actor):
                 outcome.superseded.append(corrects)
         await self._remove(ident, cand)
         self._decide("edited" if edited else "confirmed")
@@ -534,6 +541,14 @@ class CandidateQueue:
                 except TimeoutError:
                     pass
                 delay = min(delay * 2, 30.0)
+
+
+def _confirmed_source(cand: dict[str, str], ident: Identity, edited: dict[str, Any]) -> str:
+    """An admin who rewrites a candidate, or confirms a model's inference, is its source: the
+    memory is not recorded as the user's own words."""
+    if ident.is_admin and ("content" in edited or cand.get("inference") == "1"):
+        return "admin"
+    return cand["source"]
 
 
 def _to_api(c: dict[str, str]) -> dict[str, Any]:
