@@ -1,9 +1,11 @@
 """``/admin``: a small server-rendered page for whoever holds the admin token.
 
-Signing in trades the token for an HMAC-signed, HttpOnly, SameSite=Strict cookie (the token
-itself is never stored in the browser), and every form carries a CSRF token derived from that
-cookie. The page acts through the same services as the memory API, as actor ``admin``, so the
-write gate, history and verified deletes are the same. No JavaScript and no build step:
+Signing in trades the token for a server-side session: a random id in an HttpOnly,
+SameSite=Strict cookie, its hash in Redis (expiring with the session, deleted at sign-out), so
+the token itself is never stored in the browser and every sign-in gets its own session. Every
+form carries a CSRF token derived from the session. The page acts through the same services
+as the memory API, as actor ``admin``, so the write gate, history and verified deletes are
+the same. No JavaScript and no build step:
 destructive bulk actions get a confirmation page instead of a script dialog.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
+import secrets
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -21,9 +23,10 @@ from litestar.datastructures import Cookie, State
 from litestar.response import Redirect, Template
 
 from . import identity as identity_mod
+from .access import check_admin_token
 from .admin_text import LANGS, TEXT, pick_lang
 from .clock import from_iso, to_iso
-from .errors import BadRequest, MemgateError, Unauthorized
+from .errors import BadRequest, MemgateError, TooManyAttempts, Unauthorized
 from .identity import Identity
 
 SESSION_COOKIE = "memgate_admin"
@@ -57,22 +60,21 @@ def _sign(token: str, message: str) -> str:
     return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
-def _new_session(token: str, now: float) -> str:
-    issued = str(int(now))
-    return f"{issued}.{_sign(token, 'session:' + issued)}"
+def _digest(session: str) -> str:
+    return hashlib.sha256(session.encode()).hexdigest()
 
 
-def _session(request: Request[Any, Any, State]) -> str | None:
-    """The valid session cookie, or None (no token configured, no cookie, forged, expired)."""
-    token = request.app.state.settings.admin_token
+async def _session(request: Request[Any, Any, State]) -> str | None:
+    """The live session of this request's cookie, or None (no token configured, no cookie,
+    unknown, expired or signed out). Remembered on the request for the page it renders."""
+    state = request.app.state
     value = request.cookies.get(SESSION_COOKIE, "")
-    issued, _, mac = value.partition(".")
-    if not token or not issued.isdigit():
-        return None
-    if not hmac.compare_digest(mac, _sign(token, "session:" + issued)):
-        return None
-    age = request.app.state.clock.now().timestamp() - int(issued)
-    return value if 0 <= age < SESSION_SECONDS else None
+    found = None
+    if state.settings.admin_token and 0 < len(value) <= 128:
+        if await state.store.admin_session_exists(_digest(value)):
+            found = value
+    request.state.admin_session = found
+    return found
 
 
 def _csrf(request: Request[Any, Any, State], session: str) -> str:
@@ -90,7 +92,7 @@ def _page(
     request: Request[Any, Any, State], name: str, status: int = 200, **context: Any
 ) -> Template:
     lang = _lang(request)
-    session = _session(request)
+    session: str | None = getattr(request.state, "admin_session", None)
     template = Template(
         template_name=f"admin/{name}.html",
         context={
@@ -131,7 +133,7 @@ def _user_url(ident: Identity, done: str | None = None) -> str:
 
 async def _form(request: Request[Any, Any, State]) -> dict[str, str]:
     """The posted form, after checking the session and its CSRF token."""
-    session = _session(request)
+    session = await _session(request)
     if session is None:
         raise Unauthorized("Sign in to the admin page again.", code="admin_signed_out")
     form = await request.form()
@@ -162,7 +164,7 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
 async def home(
     request: Request[Any, Any, State], state: State, tenant: str | None = None
 ) -> Template:
-    if _session(request) is None:
+    if await _session(request) is None:
         return _page(request, "login", configured=bool(state.settings.admin_token))
     owners = await state.memories.owners()
     if tenant:
@@ -170,53 +172,19 @@ async def home(
     return _page(request, "home", owners=owners, tenant=tenant or "")
 
 
-class LoginThrottle:
-    """Wrong tokens from one address lock that address out for a while: the token cannot be
-    guessed at network speed. Per process (each replica counts its own)."""
-
-    def __init__(
-        self, failures: int = 5, window: float = 60.0, lockout: float = 60.0, capacity: int = 10_000
-    ) -> None:
-        self.failures, self.window, self.lockout, self.capacity = (
-            failures,
-            window,
-            lockout,
-            capacity,
-        )
-        self._seen: dict[str, list[float]] = {}
-
-    def wait(self, who: str, now: float) -> float:
-        """Seconds this address must still wait before trying again (0 when it may)."""
-        recent = [t for t in self._seen.get(who, []) if now - t < self.window + self.lockout]
-        if len(recent) < self.failures:
-            return 0.0
-        return max(0.0, recent[-1] + self.lockout - now)
-
-    def failed(self, who: str, now: float) -> None:
-        if who not in self._seen and len(self._seen) >= self.capacity:
-            self._seen.pop(next(iter(self._seen)))  # forget the oldest address
-        kept = [t for t in self._seen.get(who, []) if now - t < self.window]
-        self._seen[who] = [*kept, now][-self.failures :]
-
-    def succeeded(self, who: str) -> None:
-        self._seen.pop(who, None)
-
-
 @post("/login", status_code=303)
 async def login(request: Request[Any, Any, State], state: State) -> Response[Any]:
     token = state.settings.admin_token
-    throttle: LoginThrottle = state.admin_logins
-    who = request.client.host if request.client else "unknown"
-    now = state.clock.now().timestamp()
-    wait = throttle.wait(who, now)
-    if wait > 0:
-        return _page(request, "login", status=429, configured=bool(token), locked=math.ceil(wait))
     given = (await request.form()).get("token", "")
-    if not token or not isinstance(given, str) or not hmac.compare_digest(given, token):
-        throttle.failed(who, now)
+    try:
+        check_admin_token(request, given if isinstance(given, str) else None)
+    except TooManyAttempts as exc:
+        wait = exc.extra["retry_after"]
+        return _page(request, "login", status=429, configured=bool(token), locked=wait)
+    except Unauthorized:
         return _page(request, "login", status=401, configured=bool(token), failed=True)
-    throttle.succeeded(who)
-    value = _new_session(token, state.clock.now().timestamp())
+    value = secrets.token_urlsafe(32)
+    await state.store.put_admin_session(_digest(value), SESSION_SECONDS)
     return Redirect(
         "/admin",
         status_code=303,
@@ -235,8 +203,9 @@ async def login(request: Request[Any, Any, State], state: State) -> Response[Any
 
 
 @post("/logout", status_code=303)
-async def logout(request: Request[Any, Any, State]) -> Response[Any]:
+async def logout(request: Request[Any, Any, State], state: State) -> Response[Any]:
     await _form(request)
+    await state.store.delete_admin_session(_digest(request.cookies[SESSION_COOKIE]))
     return Redirect(
         "/admin",
         status_code=303,
@@ -258,8 +227,8 @@ async def logout(request: Request[Any, Any, State]) -> Response[Any]:
 _USER = "/users/{tenant:str}/{user:str}"
 
 
-def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
-    if _session(request) is None:
+async def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
+    if await _session(request) is None:
         raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
     return identity_mod.for_admin(tenant, user)
 
@@ -274,7 +243,7 @@ async def user_page(
     project_id: str | None = None,
     done: str | None = None,
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     everything = await state.memories.list(ident)
     shown = [
         m
@@ -304,7 +273,7 @@ async def user_page(
 async def memory_page(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     memory = await state.memories.get(ident, memory_id)
     history = await state.store.history(ident.tenant, ident.user, memory_id)
     return _page(
@@ -316,7 +285,7 @@ async def memory_page(
 async def trace_page(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, trace_id: str
 ) -> Template:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         return _page(
@@ -339,7 +308,7 @@ async def trace_page(
 async def edit_memory(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     memory = await state.memories.get(ident, memory_id)
     changes: dict[str, Any] = {}
@@ -374,7 +343,7 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 async def delete_memory(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     await _form(request)
     await state.memories.delete(ident, memory_id, actor="admin")
     return Redirect(_user_url(ident, "deleted"), status_code=303)
@@ -385,7 +354,7 @@ async def delete_many(
     request: Request[Any, Any, State], state: State, tenant: str, user: str
 ) -> Response[Any]:
     """Delete a project's memories, or all of them: the first post asks for confirmation."""
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     everything = form.get("all") == "true"
     project = None if everything else form.get("project_id", "")
@@ -402,7 +371,10 @@ async def delete_many(
             everything=everything,
             count=len(affected),
         )
-    await state.memories.delete_where(ident, project_id=project, everything=everything)
+    await state.memories.delete_where(
+        ident, project_id=project, everything=everything, actor="admin"
+    )
+    await state.candidates.forget(ident, project_id=project)
     return Redirect(
         _user_url(ident, "deleted_all" if everything else "deleted_project"), status_code=303
     )
@@ -412,7 +384,7 @@ async def delete_many(
 async def set_recall(
     request: Request[Any, Any, State], state: State, tenant: str, user: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     paused = (await _form(request)).get("paused") == "true"
     await state.store.set_recall_paused(ident.tenant, ident.user, paused)
     return Redirect(_user_url(ident, "paused" if paused else "resumed"), status_code=303)
@@ -422,7 +394,7 @@ async def set_recall(
 async def confirm_candidate(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     edits = {k: form[k].strip() for k in ("content", "type", "applies") if form.get(k, "").strip()}
     await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
@@ -433,7 +405,7 @@ async def confirm_candidate(
 async def reject_candidate(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
 ) -> Response[Any]:
-    ident = _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, tenant, user)
     await _form(request)
     await state.candidates.reject(ident, candidate_id)
     return Redirect(_user_url(ident, "rejected"), status_code=303)

@@ -18,14 +18,15 @@ from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
+from .access import AdminThrottle, trusted_networks
 from .admin import ROUTER as ADMIN_ROUTER
-from .admin import LoginThrottle
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
 from .errors import MemgateError, error_body
 from .extract_llm import make_extractor
+from .keys import Keyring
 from .memories import Memories
 from .memory_api import ROUTES as MEMORY_ROUTES
 from .metrics import Metrics
@@ -43,7 +44,9 @@ log = structlog.get_logger("memgate")
 
 def _memgate_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, MemgateError)
-    return Response(exc.to_body(), status_code=exc.status_code)
+    retry = exc.extra.get("retry_after")
+    headers = {"retry-after": str(retry)} if retry else None
+    return Response(exc.to_body(), status_code=exc.status_code, headers=headers)
 
 
 def _http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -188,6 +191,7 @@ def create_app(
                 await memories.ready()
                 carrying = loop.create_task(keep_carrying_over(memories))
             app.state.store = store
+            app.state.keyring = Keyring(store, the_clock)
             app.state.upstream = upstream
             app.state.memories = memories
             queue = CandidateQueue(
@@ -233,7 +237,8 @@ def create_app(
             "clock": the_clock,
             "metrics": metrics,
             "policy": the_policy,
-            "admin_logins": LoginThrottle(),
+            "admin_logins": AdminThrottle(),
+            "trusted_proxies": trusted_networks(settings.trusted_proxies),
         }
     )
     return Litestar(

@@ -264,6 +264,7 @@ class CandidateQueue:
             "expires_at": None,
         }
         edited = {k: v for k, v in edits.items() if values.get(k) != v}
+        cand_values = dict(values)
         if "content" in edited and "slot" not in edited:
             values["slot"] = None  # new words: let the gate derive the slot again
         if {"content", "type", "scope"} & set(edited) and "applies" not in edited:
@@ -275,7 +276,7 @@ class CandidateQueue:
             ident,
             content=str(values["content"]),
             type=str(values["type"]),
-            source=cand["source"],
+            source=_confirmed_source(cand, ident, edited),
             scope=str(values["scope"]),
             project_id=values["project_id"] or None,
             expires_at=values["expires_at"] or None,
@@ -284,10 +285,16 @@ class CandidateQueue:
             applies=values["applies"],
             evidence_trace=cand["evidence_trace"] or None,
             evidence_text=cand["evidence_excerpt"] or None,
+            actor=ident.actor,
+            action="edited_and_confirmed" if edited else "confirmed",
+            noted={
+                "candidate": cid,
+                "edited": {k: [cand_values[k], v] for k, v in edited.items()},
+            },
         )
         corrects = cand.get("corrects") or ""
         if corrects and corrects != outcome.memory.id and corrects not in outcome.superseded:
-            if await memories.supersede(ident, corrects, outcome.memory):
+            if await memories.supersede(ident, corrects, outcome.memory, actor=ident.actor):
                 outcome.superseded.append(corrects)
         await self._remove(ident, cand)
         self._decide("edited" if edited else "confirmed")
@@ -299,6 +306,44 @@ class CandidateQueue:
         await self.redis.sadd(self._rejected(ident), cand["content_key"])
         await self._remove(ident, cand)
         self._decide("rejected")
+
+    async def forget(self, ident: Identity, *, project_id: str | None = None) -> int:
+        """Forget the user's words: with ``project_id`` that project's pending candidates;
+        without, every candidate, queued mining job, trace and setting of the user (the
+        memories' content-free history stays for the audit). Returns candidates removed."""
+        if project_id is not None:
+            removed = 0
+            for cand in await self.list(ident):
+                if cand["project_id"] == project_id:
+                    await self._remove(ident, await self._raw(ident, cand["id"]))
+                    removed += 1
+            return removed
+        removed = len(await self.list(ident))
+        await self._drop_jobs(ident)
+        await self.store.forget_user(ident.tenant, ident.user)
+        return removed
+
+    async def _drop_jobs(self, ident: Identity) -> None:
+        """Mining jobs still queued for this user carry their latest message: delete them."""
+        doomed: builtins.list[Any] = []
+        start = "-"
+        while True:
+            rows: Any = await self.redis.xrange(self.stream, min=start, count=500)
+            for entry_id, fields in rows:
+                try:
+                    job = json.loads(_s(fields.get(b"job") or fields.get("job") or b"{}"))
+                except ValueError:
+                    continue
+                if job.get("tenant") == ident.tenant and job.get("user") == ident.user:
+                    doomed.append(entry_id)
+            if len(rows) < 500:
+                break
+            start = "(" + _s(rows[-1][0])
+        if doomed:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.xack(self.stream, self.group, *doomed)
+                pipe.xdel(self.stream, *doomed)
+                await pipe.execute()
 
     async def pending_count(self, ident: Identity) -> int:
         now = self.clock.now().timestamp()
@@ -501,6 +546,14 @@ class CandidateQueue:
                 except TimeoutError:
                     pass
                 delay = min(delay * 2, 30.0)
+
+
+def _confirmed_source(cand: dict[str, str], ident: Identity, edited: dict[str, Any]) -> str:
+    """An admin who rewrites a candidate, or confirms a model's inference, is its source: the
+    memory is not recorded as the user's own words."""
+    if ident.is_admin and ("content" in edited or cand.get("inference") == "1"):
+        return "admin"
+    return cand["source"]
 
 
 def _to_api(c: dict[str, str]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The ``memgate`` command: ``serve`` runs the gateway, ``bench`` measures it."""
+"""The ``memgate`` command: ``serve`` runs the gateway, ``keys`` manages its API keys,
+``bench`` measures it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from .config import Settings
+from .config import Settings, open_relay_problem
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -42,6 +43,17 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"memgate: {exc}", file=sys.stderr)
             return 1
         log.info("embedded_redis_started", port=embedded.port, data_dir=str(embedded.data_dir))
+    try:
+        problem = open_relay_problem(settings, args.host, _count_keys(redis_url))
+    except Exception:
+        if embedded is not None:
+            embedded.stop()
+        raise
+    if problem:
+        print(problem, file=sys.stderr)
+        if embedded is not None:
+            embedded.stop()
+        return 2
     # Docker and Kubernetes stop with SIGTERM: turn it into a normal exit so the embedded
     # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -53,7 +65,11 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             log_level="warning",
+            log_config=None,  # uvicorn's loggers go through memgate's (see logs.py)
             access_log=False,
+            # The peer is the socket's address; X-Forwarded-For counts only from
+            # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
+            proxy_headers=False,
             lifespan="on",
             loop="uvloop",
             http="httptools",
@@ -63,6 +79,82 @@ def _serve(args: argparse.Namespace) -> int:
             embedded.stop()
             log.info("embedded_redis_stopped")
     return 0
+
+
+def _count_keys(redis_url: str) -> int:
+    import asyncio
+
+    from .store import Store
+
+    async def run() -> int:
+        store = Store(redis_url)
+        try:
+            return len(await store.gateway_keys())
+        finally:
+            await store.aclose()
+
+    return asyncio.run(run())
+
+
+def _keys(args: argparse.Namespace) -> int:
+    """Gateway keys from the command line; with the embedded Redis, run it while the gateway
+    is stopped (or use the admin API, ``/v1/memory/keys``, while it runs)."""
+    import asyncio
+    import hashlib
+    import json
+
+    from .clock import SystemClock
+    from .errors import MemgateError
+    from .identity import TENANT_HASH_CHARS
+    from .keys import Keyring
+    from .redis_server import EmbeddedRedis
+    from .store import Store
+
+    if args.action == "legacy-tenant":
+        key = sys.stdin.readline().strip()
+        if not key:
+            print("memgate: give the old client key on standard input", file=sys.stderr)
+            return 2
+        print(hashlib.sha256(key.encode()).hexdigest()[:TENANT_HASH_CHARS])
+        return 0
+    settings = Settings.from_env()
+    embedded = None
+    redis_url = settings.redis_url
+    if not redis_url:
+        embedded = EmbeddedRedis(settings.data_path / "redis")
+        redis_url = embedded.start()
+
+    async def run() -> int:
+        store = Store(redis_url)
+        keyring = Keyring(store, SystemClock())
+        try:
+            if args.action == "create":
+                upstream = sys.stdin.readline().strip() if args.upstream_key_stdin else None
+                key, secret = await keyring.create(
+                    args.label, tenant=args.tenant, upstream_key=upstream or None
+                )
+                print(json.dumps({**key.to_api(), "key": secret}, ensure_ascii=False))
+            elif args.action == "list":
+                for key in await keyring.list():
+                    print(json.dumps(key.to_api(), ensure_ascii=False))
+            elif args.action == "rotate":
+                key, secret = await keyring.rotate(args.id)
+                print(json.dumps({**key.to_api(), "key": secret}, ensure_ascii=False))
+            else:
+                key = await keyring.revoke(args.id)
+                print(json.dumps({**key.to_api(), "revoked": True}, ensure_ascii=False))
+            return 0
+        except MemgateError as exc:
+            print(f"memgate: {exc.message}", file=sys.stderr)
+            return 1
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if embedded is not None:
+            embedded.stop()
 
 
 def _reembed(args: argparse.Namespace) -> int:
@@ -164,6 +256,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.set_defaults(func=_serve)
+    keys = sub.add_parser("keys", help="issue, list, rotate and revoke gateway keys")
+    actions = keys.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="issue a key (its secret is printed once)")
+    create.add_argument("--label", required=True)
+    create.add_argument(
+        "--tenant", help="an existing tenant id to map the key to (default: a new tenant)"
+    )
+    create.add_argument(
+        "--upstream-key-stdin",
+        action="store_true",
+        help="read the upstream key this key's requests are sent with from standard input",
+    )
+    actions.add_parser("list", help="keys without their secrets")
+    for name, what in (("rotate", "a new secret, same tenant"), ("revoke", "revoke a key")):
+        one = actions.add_parser(name, help=what)
+        one.add_argument("id")
+    actions.add_parser(
+        "legacy-tenant",
+        help="print the tenant id memgate derived from a client key (read from standard input)",
+    )
+    keys.set_defaults(func=_keys)
     re_embed = sub.add_parser(
         "reembed", help="re-embed memories stored under another embedding model"
     )

@@ -6,6 +6,7 @@ reads is a field here, so the README table and the deploy files can be checked a
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -36,6 +37,12 @@ class Settings:
     """Where the embedded Redis keeps its append-only file."""
     admin_token: str | None = None
     """Bearer token for the admin API and page; unset disables admin access."""
+    allow_open_relay: bool = False
+    """Serve on a non-loopback address with ``upstream_api_key`` set and no gateway keys:
+    anyone who reaches the port spends that key. Off unless the operator says so."""
+    trusted_proxies: str | None = None
+    """Comma-separated addresses or networks of reverse proxies whose ``X-Forwarded-For``
+    names the real peer (for the admin-token throttle); unset trusts no header."""
     log_level: str = "info"
     """debug, info, warning or error."""
     policy: str | None = None
@@ -73,6 +80,30 @@ class Settings:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser()
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def open_relay_problem(settings: Settings, host: str, gateway_keys: int) -> str | None:
+    """Why serving would spend the operator's upstream key for anyone who reaches the port
+    (None when it would not, or when the operator opted in)."""
+    if not settings.upstream_api_key or gateway_keys or settings.allow_open_relay:
+        return None
+    if is_loopback(host):
+        return None
+    return (
+        f"memgate: refusing to serve on {host} with MEMGATE_UPSTREAM_API_KEY set and no "
+        "gateway keys: anyone reaching the port would spend that key. Issue keys "
+        "(memgate keys create --label <name>), bind to 127.0.0.1, or set "
+        "MEMGATE_ALLOW_OPEN_RELAY=true to serve it anyway."
+    )
 
 
 def env_var_names() -> list[str]:

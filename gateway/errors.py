@@ -7,6 +7,7 @@ MemgateError
  │    └── InvalidIdentity       code=invalid_header
  ├── Unauthorized (401, authentication_error)
  ├── NotFound (404, not_found_error)
+ ├── TooManyAttempts (429, rate_limit_error, code=too_many_attempts)
  ├── WriteRefused (422, invalid_request_error, code=write_refused)
  ├── UpstreamError
  │    ├── UpstreamUnreachable   (502, code=upstream_unreachable)
@@ -71,6 +72,14 @@ class NotFound(MemgateError):
     status_code = 404
     error_type = "not_found_error"
     code = "not_found"
+
+
+class TooManyAttempts(MemgateError):
+    """Too many wrong admin tokens from one peer: it waits before any token is checked."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    code = "too_many_attempts"
 
 
 class WriteRefused(MemgateError):

@@ -30,7 +30,23 @@ _PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TASK_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 TENANT_HASH_CHARS = 24
-ANONYMOUS_TENANT = "anonymous"
+AZURE_KEY_HEADER = "api-key"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What the caller's credential grants (decided by ``access.authorize``).
+
+    ``tenant`` None: no memory at all (a caller without a key never shares a tenant).
+    ``upstream_key``: sent upstream in place of the client's credential. ``own_credential``:
+    the client's credential is memgate's own (admin token, gateway key) and never leaves it.
+    """
+
+    tenant: str | None
+    is_admin: bool = False
+    key_id: str | None = None
+    upstream_key: str | None = None
+    own_credential: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +59,13 @@ class Identity:
     is_admin: bool = False
     task: str | None = None
     """The request's task kind (``X-Memory-Task``): memories scoped ``task:<kind>`` apply."""
+    key_id: str | None = None
+    """The gateway key the request came with (recorded in the memory history)."""
+
+    @property
+    def actor(self) -> str:
+        """Who a change is recorded as: ``admin`` or ``user``."""
+        return "admin" if self.is_admin else "user"
 
 
 def new_trace_id() -> str:
@@ -59,32 +82,50 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     return token.strip()
 
 
-def tenant_for_key(key: str | None) -> str:
-    """Two keys never share memories: the tenant is a truncated SHA-256 of the bearer key."""
-    if not key:
-        return ANONYMOUS_TENANT
+def client_key(headers: Mapping[str, str]) -> str | None:
+    """The caller's API key: ``Authorization: Bearer`` or Azure's ``api-key`` (Basic auth and
+    other schemes carry no key)."""
+    key = bearer_token(headers)
+    if key:
+        return key
+    azure = (headers.get(AZURE_KEY_HEADER) or "").strip()
+    return azure or None
+
+
+def tenant_for_key(key: str) -> str:
+    """Without gateway keys, two client keys never share memories: the tenant is a truncated
+    SHA-256 of the key."""
     return hashlib.sha256(key.encode()).hexdigest()[:TENANT_HASH_CHARS]
+
+
+def client_access(headers: Mapping[str, str], upstream_key: str | None = None) -> Access:
+    """Access from the client's own key alone (no gateway keys configured)."""
+    key = client_key(headers)
+    return Access(tenant=tenant_for_key(key) if key else None, upstream_key=upstream_key)
+
+
+def check_tenant(value: str) -> str:
+    return _check(value, _TENANT_RE, TENANT_HEADER)
 
 
 def resolve(
     headers: Mapping[str, str],
     body: Mapping[str, Any] | None = None,
     *,
-    admin_token: str | None = None,
+    access: Access | None = None,
 ) -> Identity:
-    key = bearer_token(headers)
-    is_admin = bool(admin_token) and key == admin_token
-    tenant = tenant_for_key(key)
-    if is_admin and (override := headers.get(TENANT_HEADER)):
-        tenant = _check(override, _TENANT_RE, TENANT_HEADER)
+    """The request's identity; without a tenant the mode is ``off`` (a plain proxy)."""
+    granted = access if access is not None else client_access(headers)
+    mode = _resolve_mode(headers)
     return Identity(
-        tenant=tenant,
+        tenant=granted.tenant or "",
         user=_resolve_user(headers, body),
         project_id=_resolve_project(headers),
-        mode=_resolve_mode(headers),
+        mode=mode if granted.tenant else "off",
         trace_id=new_trace_id(),
-        is_admin=is_admin,
+        is_admin=granted.is_admin,
         task=_optional(headers, TASK_HEADER, _TASK_RE),
+        key_id=granted.key_id,
     )
 
 

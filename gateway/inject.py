@@ -38,7 +38,8 @@ FACTS = (
 def neutralise(text: str) -> str:
     """Memory text can never close the block, fake a role or span lines."""
     text = _SPACE.sub(" ", text).strip()
-    text = _ROLE_PREFIX.sub("", text)
+    while (stripped := _ROLE_PREFIX.sub("", text)) != text:  # "system: system: ..." too
+        text = stripped
     return text.replace("<", "‹").replace(">", "›")
 
 

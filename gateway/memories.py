@@ -70,8 +70,13 @@ class Memories:
         evidence_trace: str | None = None,
         evidence_text: str | None = None,
         actor: str = "user",
+        action: str = "created",
+        noted: dict[str, Any] | None = None,
     ) -> WriteOutcome:
+        """``action`` and ``noted`` (extra history fields, such as the candidate a memory
+        was confirmed from and an edit made before confirming) go into its first entry."""
         now = self.clock.now()
+        actor = _with_key(actor, ident)
         content = content.strip()
         draft = Draft(
             content=content,
@@ -149,13 +154,15 @@ class Memories:
             await self._log(
                 memory,
                 actor,
-                "created",
+                action,
                 {
+                    "content": [None, memory.content],
                     "source": memory.source,
                     "type": memory.type,
                     "scope": memory.scope,
                     "applies": memory.applies,
                     "supersedes": memory.supersedes,
+                    **(noted or {}),
                 },
                 now,
             )
@@ -194,6 +201,7 @@ class Memories:
         """A confirmed correction replaces the memory it corrects, even without a shared
         slot. False when that memory is gone or no longer active."""
         now = self.clock.now()
+        actor = _with_key(actor, ident)
         async with self.store.user_lock(ident.tenant, ident.user):
             old = await self.store.get_memory(ident.tenant, ident.user, old_id)
             if old is None or old.status != "active":
@@ -231,6 +239,7 @@ class Memories:
         self, ident: Identity, memory_id: str, patch: dict[str, Any], actor: str = "user"
     ) -> Memory:
         now = self.clock.now()
+        actor = _with_key(actor, ident)
         unknown = set(patch) - set(EDITABLE)
         if unknown:
             raise WriteRefused(
@@ -367,7 +376,7 @@ class Memories:
     async def delete(self, ident: Identity, memory_id: str, actor: str = "user") -> None:
         memory = await self.get(ident, memory_id)
         async with self.store.user_lock(ident.tenant, ident.user):
-            await self._delete(memory, actor, self.clock.now())
+            await self._delete(memory, _with_key(actor, ident), self.clock.now())
 
     async def _delete(self, memory: Memory, actor: str, now: datetime) -> None:
         if await self.store.delete_memory(memory.tenant, memory.user, memory.id):
@@ -380,7 +389,7 @@ class Memories:
             memory.tenant,
             memory.user,
             memory.id,
-            {"at": to_iso(now), "actor": actor, "action": "deleted", "changes": {}},
+            {"at": to_iso(now), **_actor_fields(actor), "action": "deleted", "changes": {}},
             expire_at=retention.timestamp(),
             replace=True,
         )
@@ -397,6 +406,7 @@ class Memories:
         if not everything and not project_id:
             raise ValueError("say which memories to delete")
         now = self.clock.now()
+        actor = _with_key(actor, ident)
         async with self.store.user_lock(ident.tenant, ident.user):
             doomed = await self.list(ident, project_id=None if everything else project_id)
             for memory in doomed:
@@ -409,6 +419,7 @@ class Memories:
     async def archive_project(self, ident: Identity, project_id: str, actor: str = "user") -> int:
         """A finished project's memories stop being recalled and expire after the retention."""
         now = self.clock.now()
+        actor = _with_key(actor, ident)
         until = now + timedelta(days=self.policy.archive.retention_days)
         async with self.store.user_lock(ident.tenant, ident.user):
             active = await self.store.find_memories(
@@ -437,9 +448,20 @@ class Memories:
             memory.tenant,
             memory.user,
             memory.id,
-            {"at": to_iso(now), "actor": actor, "action": action, "changes": changes},
+            {"at": to_iso(now), **_actor_fields(actor), "action": action, "changes": changes},
             expire_at=expire,
         )
+
+
+def _with_key(actor: str, ident: Identity) -> str:
+    """The actor with the gateway key the request came with, as ``actor@key_id``."""
+    return f"{actor}@{ident.key_id}" if ident.key_id and "@" not in actor else actor
+
+
+def _actor_fields(actor: str) -> dict[str, Any]:
+    """A history entry's who: ``actor`` (user, admin) and, when known, the gateway ``key_id``."""
+    name, _, key_id = actor.partition("@")
+    return {"actor": name, "key_id": key_id or None}
 
 
 def _show(value: Any) -> Any:

@@ -10,21 +10,26 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+import structlog
 from litestar import Request, Response, delete, get, patch, post
 from litestar.datastructures import State
 
 from . import identity as identity_mod
+from .access import authorize, check_admin_token
 from .clock import from_iso
-from .errors import BadRequest, NotFound, WriteRefused
-from .identity import Identity
+from .errors import BadRequest, NotFound, Unauthorized, WriteRefused
+from .identity import Identity, client_key
+from .keys import Keyring
 from .memories import Memories, WriteOutcome
 from .records import Memory
+
+log = structlog.get_logger("memgate.keys")
 
 
 class MemoryIn(msgspec.Struct, forbid_unknown_fields=True):
     content: str
     type: str
-    scope: str = "global"
+    scope: str | None = None
     project_id: str | None = None
     expires_at: str | None = None
     source: str = "user_stated"
@@ -46,6 +51,12 @@ class SettingsPatch(msgspec.Struct, forbid_unknown_fields=True):
     recall_paused: bool
 
 
+class KeyIn(msgspec.Struct, forbid_unknown_fields=True):
+    label: str
+    tenant: str | None = None
+    upstream_key: str | None = None
+
+
 def _decode(raw: bytes, kind: type[Any]) -> Any:
     try:
         return msgspec.json.decode(raw, type=kind)
@@ -60,10 +71,15 @@ def _given(patch: MemoryPatch) -> dict[str, Any]:
     return {k: v for k, v in msgspec.structs.asdict(patch).items() if v is not msgspec.UNSET}
 
 
-def _who(request: Request[Any, Any, State]) -> Identity:
-    return identity_mod.resolve(
-        request.headers, None, admin_token=request.app.state.settings.admin_token
-    )
+async def _who(request: Request[Any, Any, State]) -> Identity:
+    """The caller's identity; memory needs a key (a caller without one shares nothing)."""
+    ident = identity_mod.resolve(request.headers, None, access=await authorize(request))
+    if not ident.tenant:
+        raise Unauthorized(
+            "The memory API needs an API key (Authorization: Bearer <key> or api-key).",
+            code="missing_api_key",
+        )
+    return ident
 
 
 def _when(value: str | None, param: str) -> datetime | None:
@@ -81,6 +97,21 @@ def _project(value: str | None) -> str | None:
     return value
 
 
+def _scope(scope: str | None, project_id: str | None) -> str:
+    """A memory's scope follows its project: ``project_id`` without ``scope`` means project
+    scope; a global memory naming a project is a contradiction, refused."""
+    if scope is None:
+        return "project" if project_id else "global"
+    if scope == "global" and project_id:
+        raise BadRequest(
+            "scope 'global' contradicts project_id: leave scope out (or use 'project') "
+            "for a project's memory, or drop project_id.",
+            param="scope",
+            code="scope_mismatch",
+        )
+    return scope
+
+
 def _written(outcome: WriteOutcome) -> Response[Any]:
     """201 for a new memory; 200 when an existing one was refreshed instead (dedup)."""
     body = outcome.memory.to_api()
@@ -96,7 +127,7 @@ async def _service(state: State) -> Memories:
 
 @post("/v1/memories", status_code=201, summary="Store a memory the caller states")
 async def create_memory(request: Request[Any, Any, State], state: State) -> Response[Any]:
-    ident = _who(request)
+    ident = await _who(request)
     data: MemoryIn = _decode(await request.body(), MemoryIn)
     if data.source == "model_inference":
         raise WriteRefused(
@@ -112,7 +143,7 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
         content=data.content,
         type=data.type,
         source=data.source,
-        scope=data.scope,
+        scope=_scope(data.scope, data.project_id),
         project_id=_project(data.project_id),
         expires_at=_when(data.expires_at, "expires_at"),
         slot=data.slot,
@@ -130,7 +161,7 @@ async def list_memories(
     status: str | None = None,
     type: str | None = None,
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     found = await (await _service(state)).list(
         ident, status=status, type=type, project_id=project_id
     )
@@ -144,12 +175,13 @@ async def delete_memories(
     project_id: str | None = None,
     all: bool = False,
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     if not all and not project_id:
         raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.", param="project_id")
     count = await (await _service(state)).delete_where(
-        ident, project_id=_project(project_id), everything=all
+        ident, project_id=_project(project_id), everything=all, actor=ident.actor
     )
+    await state.candidates.forget(ident, project_id=None if all else project_id)
     return {"object": "memory.deleted", "deleted": count, "project_id": project_id, "all": all}
 
 
@@ -157,17 +189,19 @@ async def delete_memories(
 async def get_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    return (await (await _service(state)).get(_who(request), memory_id)).to_api()
+    return (await (await _service(state)).get(await _who(request), memory_id)).to_api()
 
 
 @patch("/v1/memories/{memory_id:str}", summary="Edit a memory")
 async def patch_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     changes = _given(_decode(await request.body(), MemoryPatch))
     if "project_id" in changes:
         _project(changes["project_id"])
+    if "scope" in changes and changes.get("project_id"):
+        _scope(changes["scope"], changes["project_id"])
     if changes.get("expires_at"):
         _when(changes["expires_at"], "expires_at")
     memory = await (await _service(state)).update(
@@ -180,7 +214,7 @@ async def patch_memory(
 async def delete_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     await (await _service(state)).delete(
         ident, memory_id, actor="admin" if ident.is_admin else "user"
     )
@@ -191,20 +225,20 @@ async def delete_memory(
 async def memory_history(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
-    entries = await (await _service(state)).history(_who(request), memory_id)
+    entries = await (await _service(state)).history(await _who(request), memory_id)
     return {"object": "list", "id": memory_id, "data": entries}
 
 
 @get("/v1/memory/settings", summary="The caller's memory settings")
 async def get_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     paused = await state.store.is_recall_paused(ident.tenant, ident.user)
     return {"object": "memory.settings", "recall_paused": paused}
 
 
 @patch("/v1/memory/settings", summary="Pause or resume recall")
 async def patch_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     data: SettingsPatch = _decode(await request.body(), SettingsPatch)
     await state.store.set_recall_paused(ident.tenant, ident.user, data.recall_paused)
     return {"object": "memory.settings", "recall_paused": data.recall_paused}
@@ -214,7 +248,7 @@ async def patch_settings(request: Request[Any, Any, State], state: State) -> dic
 async def get_trace(
     request: Request[Any, Any, State], state: State, trace_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         raise NotFound(
@@ -231,14 +265,14 @@ async def get_trace(
 async def archive_project(
     request: Request[Any, Any, State], state: State, project_id: str
 ) -> dict[str, Any]:
-    ident = _who(request)
+    ident = await _who(request)
     count = await (await _service(state)).archive_project(ident, _project(project_id) or "")
     return {"object": "memory.project.archived", "project_id": project_id, "archived": count}
 
 
 @get("/v1/memory/candidates", summary="Candidate memories waiting for the user's decision")
 async def list_candidates(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    return {"object": "list", "data": await state.candidates.list(_who(request))}
+    return {"object": "list", "data": await state.candidates.list(await _who(request))}
 
 
 @post(
@@ -249,7 +283,7 @@ async def list_candidates(request: Request[Any, Any, State], state: State) -> di
 async def confirm_candidate(
     request: Request[Any, Any, State], state: State, candidate_id: str
 ) -> Response[Any]:
-    ident = _who(request)
+    ident = await _who(request)
     raw = await request.body()
     edits = _given(_decode(raw, MemoryPatch)) if raw.strip() else {}
     outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
@@ -264,14 +298,14 @@ async def confirm_candidate(
 async def reject_candidate(
     request: Request[Any, Any, State], state: State, candidate_id: str
 ) -> dict[str, Any]:
-    await state.candidates.reject(_who(request), candidate_id)
+    await state.candidates.reject(await _who(request), candidate_id)
     return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
 
 
 @get("/v1/memory/report", summary="The first-week checks: unused, corrected, counts by type")
 async def memory_report(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
     """Memories never injected since saved, injected but later corrected, counts by type."""
-    ident = _who(request)
+    ident = await _who(request)
     everything = await (await _service(state)).list(ident)
     active = [m for m in everything if m.status == "active"]
     by_type: dict[str, int] = {}
@@ -299,7 +333,54 @@ def _brief(memory: Memory) -> dict[str, Any]:
     }
 
 
+# -- gateway keys (admin token only) ----------------------------------------------------------
+
+
+def _keyring(request: Request[Any, Any, State]) -> Keyring:
+    check_admin_token(request, client_key(request.headers))
+    keyring: Keyring = request.app.state.keyring
+    return keyring
+
+
+@post("/v1/memory/keys", status_code=201, summary="Issue a gateway key (admin)")
+async def create_key(request: Request[Any, Any, State]) -> dict[str, Any]:
+    """The secret is in this answer only; memgate keeps its hash."""
+    keyring = _keyring(request)
+    data: KeyIn = _decode(await request.body(), KeyIn)
+    key, secret = await keyring.create(
+        data.label, tenant=data.tenant, upstream_key=data.upstream_key or None
+    )
+    log.info("gateway_key_created", key_id=key.id, tenant=key.tenant)
+    return {**key.to_api(), "key": secret}
+
+
+@get("/v1/memory/keys", summary="Gateway keys, without their secrets (admin)")
+async def list_keys(request: Request[Any, Any, State]) -> dict[str, Any]:
+    keyring = _keyring(request)
+    return {"object": "list", "data": [k.to_api() for k in await keyring.list()]}
+
+
+@post("/v1/memory/keys/{key_id:str}/rotate", status_code=200, summary="New secret, same tenant")
+async def rotate_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+    keyring = _keyring(request)
+    key, secret = await keyring.rotate(key_id)
+    log.info("gateway_key_rotated", key_id=key.id)
+    return {**key.to_api(), "key": secret}
+
+
+@delete("/v1/memory/keys/{key_id:str}", status_code=200, summary="Revoke a gateway key (admin)")
+async def revoke_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+    keyring = _keyring(request)
+    key = await keyring.revoke(key_id)
+    log.info("gateway_key_revoked", key_id=key.id)
+    return {**key.to_api(), "object": "gateway_key.revoked", "revoked": True}
+
+
 ROUTES = [
+    create_key,
+    list_keys,
+    rotate_key,
+    revoke_key,
     memory_report,
     list_candidates,
     confirm_candidate,

@@ -15,8 +15,10 @@ from litestar.enums import HttpMethod
 from litestar.response import Stream
 
 from . import identity as identity_mod
-from .errors import InvalidJSON, MissingField, UpstreamError, error_body
-from .pipeline import Exchange
+from .access import authorize
+from .errors import BadRequest, InvalidJSON, MissingField, UpstreamError, error_body
+from .identity import Access
+from .pipeline import Exchange, Prepared
 from .upstream import UpstreamStreamError, request_headers, response_headers
 
 log = structlog.get_logger("memgate.request")
@@ -174,13 +176,15 @@ async def chat_completions(request: Request[Any, Any, State], state: State) -> R
 
 
 async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -> Response[Any]:
+    access = await authorize(request)
     raw = await request.body()
     body = parse_chat_body(raw)
-    ident = identity_mod.resolve(request.headers, body, admin_token=state.settings.admin_token)
+    ident = identity_mod.resolve(request.headers, body, access=access)
     rec.trace_id, rec.mode, rec.model = ident.trace_id, ident.mode, body["model"]
     rec.stream = body.get("stream") is True
+    remembers = bool(ident.tenant)  # a caller without a key gets a plain proxy
 
-    prepared = await state.memory.prepare(ident, body, raw)
+    prepared = await state.memory.prepare(ident, body, raw) if remembers else Prepared(raw)
     rec.injected, rec.injected_tokens = len(prepared.injected_ids), prepared.injected_tokens
     memory_headers = [
         (TRACE_HEADER, ident.trace_id),
@@ -188,7 +192,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     ]
 
     upstream = state.upstream
-    headers = request_headers(request.scope["headers"], api_key=state.settings.upstream_api_key)
+    headers = _upstream_headers(request, access)
     url = upstream.url("chat/completions", request.scope.get("query_string", b""))
     rec.upstream_started = state.clock.monotonic()
     resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
@@ -212,7 +216,8 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         out_headers = response_headers(resp.raw_headers, decoded=True)
         out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
         _finish(state, rec)
-        state.memory.finish(exchange())
+        if remembers:
+            state.memory.finish(exchange())
         return Response(
             payload,
             status_code=resp.status_code,
@@ -251,7 +256,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
                     usage.completion_tokens,
                 )
             _finish(state, rec)
-            if completed:
+            if completed and remembers:
                 state.memory.finish(exchange())
 
     return Stream(
@@ -259,6 +264,17 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         status_code=resp.status_code,
         headers=_as_header_map(out_headers),
         media_type=resp.content_type or "text/event-stream",
+    )
+
+
+def _upstream_headers(
+    request: Request[Any, Any, State], access: Access, *, keep_length: bool = False
+) -> list[tuple[str, str]]:
+    return request_headers(
+        request.scope["headers"],
+        api_key=access.upstream_key,
+        keep_length=keep_length,
+        drop_credentials=access.own_credential,
     )
 
 
@@ -271,6 +287,24 @@ def _as_header_map(pairs: list[tuple[str, str]]) -> dict[str, str]:
     for name, value in pairs:
         out[name] = f"{out[name]}, {value}" if name in out and name != "set-cookie" else value
     return out
+
+
+def _check_path(raw_path: bytes, path: str) -> None:
+    """An upstream that normalises paths would turn ``/v1/../x`` into ``/x``: refuse dot
+    segments (percent-encoded too) and encoded slashes or backslashes."""
+    lowered = raw_path.lower()
+    segments = [*path.split("/"), *lowered.decode("latin-1").split("/")]
+    if (
+        any(seg in (".", "..", "%2e", "%2e%2e", ".%2e", "%2e.") for seg in segments)
+        or b"%2f" in lowered
+        or b"%5c" in lowered
+        or "\\" in path
+    ):
+        raise BadRequest(
+            "The path may not contain dot segments or encoded slashes.",
+            param="path",
+            code="invalid_path",
+        )
 
 
 _PASS_METHODS = [
@@ -286,12 +320,17 @@ _PASS_METHODS = [
 async def passthrough(request: Request[Any, Any, State], state: State, path: str) -> Response[Any]:
     """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
     rec = _Record(route="passthrough", started=state.clock.monotonic())
+    try:
+        _check_path(request.scope.get("raw_path") or b"", path)
+        access = await authorize(request)
+    except Exception as exc:
+        rec.status = getattr(exc, "status_code", 500)
+        _finish(state, rec)
+        raise
     upstream = state.upstream
     has_length = "content-length" in request.headers
     has_body = has_length or "transfer-encoding" in request.headers
-    headers = request_headers(
-        request.scope["headers"], api_key=state.settings.upstream_api_key, keep_length=has_length
-    )
+    headers = _upstream_headers(request, access, keep_length=has_length)
     url = upstream.url(path, request.scope.get("query_string", b""))
     rec.upstream_started = state.clock.monotonic()
     try:

@@ -126,6 +126,19 @@ return 0
 """
 
 
+# A gateway key by the SHA-256 of its secret, and whether any key exists, in one round trip.
+_GATEWAY_KEY_LOOKUP = """#!lua flags=no-writes,no-cluster
+local n = redis.call('SCARD', KEYS[2])
+local id = redis.call('GET', KEYS[1])
+if not id then return {n} end
+return {n, redis.call('HGETALL', ARGV[1] .. id)}
+"""
+_GKEY = f"{KEY_ROOT}:gkey:"
+_GKEY_BY_HASH = f"{KEY_ROOT}:gkhash:"
+_GKEYS = f"{KEY_ROOT}:gkeys"
+_ADMIN_SESSION = f"{KEY_ROOT}:adminsess:"
+
+
 @dataclass(slots=True)
 class Hit:
     """A recall candidate with its raw scores (cosine similarity, BM25)."""
@@ -204,6 +217,7 @@ class Store:
         self._mark = self.redis.register_script(_MARK_INJECTED)
         self._hmget_many = self.redis.register_script(_HMGET_MANY)
         self._search_and_load = self.redis.register_script(_SEARCH_AND_LOAD)
+        self._gateway_key_lookup = self.redis.register_script(_GATEWAY_KEY_LOOKUP)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -731,6 +745,73 @@ class Store:
             return None
         raw = await self.redis.get(key)
         return json.loads(raw) if raw else None
+
+    async def forget_user(self, tenant: str, user: str, *, keep: Iterable[str] = ()) -> int:
+        """Delete every per-user key but the memories' history and the ``keep`` kinds:
+        candidates, rejected content keys, traces, settings. Returns how many went."""
+        kinds = ("cand", "trace")
+        singles = ("candidx", "candkeys", "candrej", "candlast", "traces", "settings")
+        doomed = [self._key(k, tenant, user) for k in singles if k not in set(keep)]
+        for kind in kinds:
+            pattern = self._key(kind, tenant, user) + ":*"
+            doomed += [_s(k) async for k in self.redis.scan_iter(match=pattern, count=1000)]
+        return int(await self.redis.delete(*doomed)) if doomed else 0
+
+    # -- gateway keys ----------------------------------------------------------------------
+
+    async def gateway_key(self, digest: str) -> tuple[int, dict[str, str] | None]:
+        """(how many gateway keys exist, the key whose secret hashes to ``digest`` or None)."""
+        reply = await self._gateway_key_lookup(keys=[_GKEY_BY_HASH + digest, _GKEYS], args=[_GKEY])
+        count = int(reply[0])
+        if len(reply) < 2 or not reply[1]:
+            return count, None
+        flat = [_s(v) for v in reply[1]]
+        return count, dict(zip(flat[::2], flat[1::2], strict=True))
+
+    async def put_gateway_key(self, record: dict[str, str], digest: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(_GKEY + record["id"], mapping=cast("dict[Any, Any]", record))
+            pipe.set(_GKEY_BY_HASH + digest, record["id"])
+            pipe.sadd(_GKEYS, record["id"])
+            await pipe.execute()
+
+    async def gateway_key_record(self, key_id: str) -> dict[str, str] | None:
+        raw = await self.redis.hgetall(_GKEY + key_id)
+        return {_s(k): _s(v) for k, v in raw.items()} if raw else None
+
+    async def gateway_keys(self) -> list[dict[str, str]]:
+        ids = sorted(_s(i) for i in await self.redis.smembers(_GKEYS))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key_id in ids:
+                pipe.hgetall(_GKEY + key_id)
+            rows = await pipe.execute()
+        return [{_s(k): _s(v) for k, v in row.items()} for row in rows if row]
+
+    async def replace_gateway_key_secret(
+        self, key_id: str, old_digest: str, new_digest: str, fields: dict[str, str]
+    ) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(_GKEY_BY_HASH + old_digest)
+            pipe.set(_GKEY_BY_HASH + new_digest, key_id)
+            pipe.hset(_GKEY + key_id, mapping=cast("dict[Any, Any]", fields))
+            await pipe.execute()
+
+    async def delete_gateway_key(self, key_id: str, digest: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(_GKEY_BY_HASH + digest, _GKEY + key_id)
+            pipe.srem(_GKEYS, key_id)
+            await pipe.execute()
+
+    # -- admin sessions --------------------------------------------------------------------
+
+    async def put_admin_session(self, digest: str, ttl_seconds: int) -> None:
+        await self.redis.set(_ADMIN_SESSION + digest, "1", ex=ttl_seconds)
+
+    async def admin_session_exists(self, digest: str) -> bool:
+        return bool(await self.redis.exists(_ADMIN_SESSION + digest))
+
+    async def delete_admin_session(self, digest: str) -> None:
+        await self.redis.delete(_ADMIN_SESSION + digest)
 
     # -- history ---------------------------------------------------------------------------
 

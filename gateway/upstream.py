@@ -37,20 +37,28 @@ _MEMGATE_REQUEST_HEADERS = ("x-memory-", "x-project-id")
 _DROP_RESPONSE = HOP_BY_HOP | {"content-length", "date", "server"}
 
 
+_CREDENTIALS = ("authorization", "api-key")
+
+
 def request_headers(
     raw: Iterable[tuple[bytes, bytes]],
     *,
     api_key: str | None,
     keep_length: bool = False,
+    drop_credentials: bool = False,
 ) -> list[tuple[str, str]]:
+    """The client's headers for the upstream. Its credentials are dropped when ``api_key``
+    replaces them or when they are memgate's own (``drop_credentials``): the admin token
+    and gateway keys never leave memgate."""
     out: list[tuple[str, str]] = []
+    replace = bool(api_key) or drop_credentials
     for name_b, value_b in raw:
         name = name_b.decode("latin-1").lower()
         if name in _DROP_REQUEST and not (keep_length and name == "content-length"):
             continue
         if name.startswith(_MEMGATE_REQUEST_HEADERS):
             continue
-        if api_key and name == "authorization":
+        if replace and name in _CREDENTIALS:
             continue
         out.append((name, value_b.decode("latin-1")))
     if api_key:

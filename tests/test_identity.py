@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import InvalidIdentity
-from gateway.identity import ANONYMOUS_TENANT, resolve, tenant_for_key
+from gateway.identity import Access, client_access, client_key, resolve, tenant_for_key
 
 
 def test_tenant_is_a_truncated_hash_of_the_key_and_keys_never_share() -> None:
@@ -14,7 +14,23 @@ def test_tenant_is_a_truncated_hash_of_the_key_and_keys_never_share() -> None:
     assert a.tenant != b.tenant
     assert a.tenant == tenant_for_key("sk-a")
     assert "sk-a" not in a.tenant and len(a.tenant) == 24
-    assert resolve({}).tenant == ANONYMOUS_TENANT
+
+
+def test_azure_api_key_decides_the_tenant_like_a_bearer_key() -> None:
+    one = resolve({"api-key": "azure-key-one"})
+    two = resolve({"api-key": "azure-key-two"})
+    assert one.tenant == tenant_for_key("azure-key-one") != two.tenant
+    assert client_key({"authorization": "Bearer sk-b", "api-key": "az"}) == "sk-b"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"authorization": "Basic dXNlcjpwYXNz"}, {"authorization": "Bearer "}, {"api-key": " "}],
+)
+def test_no_key_means_no_tenant_and_no_memory(headers: dict[str, str]) -> None:
+    assert client_access(headers).tenant is None
+    ident = resolve({**headers, "x-memory-mode": "on"})
+    assert ident.tenant == "" and ident.mode == "off"
 
 
 def test_user_precedence_header_then_safety_identifier_then_user_then_default() -> None:
@@ -31,19 +47,18 @@ def test_body_user_outside_charset_maps_to_a_stable_hash() -> None:
 
 
 def test_mode_and_project() -> None:
-    ident = resolve({"x-memory-mode": "DRY-RUN", "x-project-id": "proj_1.a"})
+    key = {"authorization": "Bearer sk-a"}
+    ident = resolve({**key, "x-memory-mode": "DRY-RUN", "x-project-id": "proj_1.a"})
     assert (ident.mode, ident.project_id) == ("dry-run", "proj_1.a")
-    assert resolve({}).mode == "on" and resolve({}).project_id is None
+    assert resolve(key).mode == "on" and resolve(key).project_id is None
 
 
-def test_admin_may_act_for_another_tenant_others_may_not() -> None:
-    headers = {"authorization": "Bearer admin-tok", "x-memory-tenant": "t123"}
-    assert resolve(headers, admin_token="admin-tok").tenant == "t123"
-    assert resolve(headers, admin_token="admin-tok").is_admin
-    other = resolve(
-        {"authorization": "Bearer sk-x", "x-memory-tenant": "t123"}, admin_token="admin-tok"
-    )
-    assert other.tenant == tenant_for_key("sk-x") and not other.is_admin
+def test_access_decides_tenant_admin_and_key_id() -> None:
+    access = Access(tenant="t123", is_admin=True, key_id=None)
+    ident = resolve({"authorization": "Bearer whatever"}, access=access)
+    assert (ident.tenant, ident.is_admin, ident.actor) == ("t123", True, "admin")
+    keyed = resolve({}, access=Access(tenant="t-9", key_id="key_0123456789abcdef"))
+    assert (keyed.tenant, keyed.key_id, keyed.actor) == ("t-9", "key_0123456789abcdef", "user")
 
 
 @pytest.mark.parametrize("value", ["", " ", "a b", "a|b", "*", "}", "x" * 129, "用户"])

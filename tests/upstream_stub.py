@@ -374,10 +374,19 @@ async def _json(
 class ServerThread:
     """Runs an ASGI app under uvicorn in a background thread on a loopback port."""
 
-    def __init__(self, app: Any, port: int) -> None:
+    def __init__(self, app: Any, port: int, *, uvicorn_logging: bool = True) -> None:
         self.port = port
+        extra: dict[str, Any] = {} if uvicorn_logging else {"log_config": None}
+        # As `memgate serve` runs it: the peer address is the socket's, never X-Forwarded-For.
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            proxy_headers=False,
+            **extra,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
