@@ -52,8 +52,9 @@ def _http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}.get(
         status, "invalid_request_error" if status < 500 else "server_error"
     )
+    code = "request_too_large" if status == 413 else f"http_{status}"
     return Response(
-        error_body(str(exc.detail), kind, None, f"http_{status}"),
+        error_body(str(exc.detail), kind, None, code),
         status_code=status,
         headers=exc.headers,
     )
@@ -256,6 +257,7 @@ def create_app(
         },
         openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
         middleware=[_count_api_requests(metrics, the_clock)],
+        request_max_body_size=settings.max_body_bytes,
         logging_config=None,  # memgate's structlog set-up owns logging (see logs.py)
         debug=False,
     )

@@ -31,8 +31,8 @@ import structlog
 from redis.exceptions import RedisError, ResponseError
 
 from .clock import Clock, from_iso, to_iso
-from .errors import NotFound, WriteRefused
-from .identity import Identity
+from .errors import BadRequest, NotFound, WriteRefused
+from .identity import Identity, check_project_id
 from .memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutcome
 from .metrics import Metrics
 from .mine import Extractor, Proposal, extract_rules, latest_user_text, mining_key, screen
@@ -265,8 +265,17 @@ class CandidateQueue:
         if "content" in edited and "slot" not in edited:
             values["slot"] = None  # new words: let the gate derive the slot again
         values.update(edited)
-        if isinstance(values["expires_at"], str) and values["expires_at"]:
-            values["expires_at"] = from_iso(values["expires_at"])
+        if "project_id" in edited and edited["project_id"] is not None:
+            check_project_id(str(edited["project_id"]), param="project_id")
+        if isinstance(values["expires_at"], str):
+            try:
+                when = from_iso(values["expires_at"])
+                when.timestamp()
+                values["expires_at"] = when
+            except (ValueError, OverflowError):
+                raise BadRequest(
+                    "expires_at must be an ISO-8601 time or null.", param="expires_at"
+                ) from None
         outcome = await memories.create(
             ident,
             content=str(values["content"]),

@@ -7,6 +7,8 @@ MemgateError
  │    └── InvalidIdentity       code=invalid_header
  ├── Unauthorized (401, authentication_error)
  ├── NotFound (404, not_found_error)
+ ├── Conflict (409, invalid_request_error)
+ ├── RequestTooLarge (413, invalid_request_error, code=request_too_large)
  ├── WriteRefused (422, invalid_request_error, code=write_refused)
  ├── UpstreamError
  │    ├── UpstreamUnreachable   (502, code=upstream_unreachable)
@@ -71,6 +73,18 @@ class NotFound(MemgateError):
     status_code = 404
     error_type = "not_found_error"
     code = "not_found"
+
+
+class Conflict(MemgateError):
+    status_code = 409
+    error_type = "invalid_request_error"
+    code = "conflict"
+
+
+class RequestTooLarge(MemgateError):
+    status_code = 413
+    error_type = "invalid_request_error"
+    code = "request_too_large"
 
 
 class WriteRefused(MemgateError):
