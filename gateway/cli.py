@@ -46,13 +46,14 @@ def _serve(args: argparse.Namespace) -> int:
     # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        app = create_app(settings, redis_url=redis_url, policy=policy)
+        app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
         log.info("serving", host=args.host, port=args.port, upstream=settings.upstream_url)
         uvicorn.run(
             app,
             host=args.host,
             port=args.port,
             log_level="warning",
+            log_config=None,  # uvicorn's records go through memgate's JSON handler
             access_log=False,
             lifespan="on",
             loop="uvloop",

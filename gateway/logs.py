@@ -21,7 +21,26 @@ def configure_logging(level: str = "info") -> None:
         raise SystemExit(
             f"memgate: bad MEMGATE_LOG_LEVEL {level!r}: use one of {', '.join(_LEVELS)}"
         )
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric)
+    # Other libraries' records (uvicorn, asyncio, ...) become JSON lines too, tracebacks
+    # included, so every line on stderr parses.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.dict_tracebacks,
+                structlog.processors.JSONRenderer(),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
     # HTTP client libraries log calls in plain text; memgate's own summary line covers them.
     for name in ("httpx", "httpcore", "aiohttp"):
         logging.getLogger(name).setLevel(
