@@ -22,7 +22,8 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +32,7 @@ import structlog
 from redis.exceptions import RedisError, ResponseError
 
 from .clock import Clock, from_iso, to_iso
-from .errors import BadRequest, NotFound, WriteRefused
+from .errors import BadRequest, Conflict, NotFound, WriteRefused
 from .identity import Identity, check_project_id
 from .memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutcome
 from .metrics import Metrics
@@ -49,6 +50,7 @@ CANDIDATE_ID = re.compile(r"cand_[0-9a-f]{24}")
 STREAM = f"{KEY_ROOT}:mine"
 GROUP = "miners"
 _JOB_VERSION = 1
+_CLAIM_SECONDS = 120  # longer than any one confirm takes; a crashed confirm's claim expires
 
 
 def new_candidate_id() -> str:
@@ -253,6 +255,32 @@ class CandidateQueue:
                 f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
                 extra={"reasons": ["invalid"]},
             )
+        async with self._claim(ident, cid):
+            return await self._confirm(ident, cand, memories, edits)
+
+    @asynccontextmanager
+    async def _claim(self, ident: Identity, cid: str) -> AsyncIterator[None]:
+        """One decision per candidate: whoever sets the claim first decides it; a second
+        confirm (or reject) meanwhile gets 409, and one after the decision 404. A claim
+        left by a crashed process expires."""
+        key = self.store._key("candclaim", ident.tenant, ident.user, cid)
+        token = uuid.uuid4().hex
+        if not await self.redis.set(key, token, nx=True, ex=_CLAIM_SECONDS):
+            raise Conflict(
+                f"Memory candidate {cid!r} is being decided by another request.", param="id"
+            )
+        try:
+            # A decision that finished between our read and our claim removed it.
+            if not await self.redis.exists(self._cand(ident, cid)):
+                raise NotFound(f"No memory candidate with id {cid!r}.", param="id")
+            yield
+        finally:
+            if _s(await self.redis.get(key) or b"") == token:
+                await self.redis.delete(key)
+
+    async def _confirm(
+        self, ident: Identity, cand: dict[str, str], memories: Memories, edits: dict[str, Any]
+    ) -> WriteOutcome:
         values: dict[str, Any] = {
             "content": cand["content"],
             "type": cand["type"],
@@ -300,8 +328,9 @@ class CandidateQueue:
     async def reject(self, ident: Identity, cid: str) -> None:
         """The user said no: drop it and never propose the same content again."""
         cand = await self._raw(ident, cid)
-        await self.redis.sadd(self._rejected(ident), cand["content_key"])
-        await self._remove(ident, cand)
+        async with self._claim(ident, cid):
+            await self.redis.sadd(self._rejected(ident), cand["content_key"])
+            await self._remove(ident, cand)
         self._decide("rejected")
 
     async def pending_count(self, ident: Identity) -> int:
