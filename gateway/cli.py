@@ -111,6 +111,12 @@ def _bench(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_soak(args: argparse.Namespace) -> int:
+    from .bench_soak import run_soak
+
+    return run_soak(seconds=args.seconds, concurrency=args.concurrency, users=args.users)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
@@ -159,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     re_embed.set_defaults(func=_reembed)
     bench = sub.add_parser("bench", help="benchmarks that print figures")
-    targets = bench.add_subparsers(dest="target", required=True, metavar="{proxy,recall,locomo}")
+    targets = bench.add_subparsers(
+        dest="target", required=True, metavar="{proxy,recall,locomo,soak}"
+    )
     proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")
     proxy.add_argument("--rounds", type=int, default=300)
     proxy.add_argument("--warmup", type=int, default=20)
@@ -205,6 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     locomo.add_argument("--no-prefeval", action="store_true", help="skip the PrefEval slice")
     locomo.set_defaults(func=_bench_locomo)
+    soak = targets.add_parser("soak", help="bounded loopback soak with memory on")
+    soak.add_argument("--seconds", type=float, default=600.0)
+    soak.add_argument("--concurrency", type=int, default=200)
+    soak.add_argument("--users", type=int, default=50, help="users with a memory each")
+    soak.set_defaults(func=_bench_soak)
     args = parser.parse_args(argv)
     return int(args.func(args))
 
