@@ -20,11 +20,12 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from . import __version__
 from .access import AdminThrottle, trusted_networks
 from .admin import ROUTER as ADMIN_ROUTER
+from .background import Background
 from .candidates import CandidateQueue
 from .clock import Clock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
-from .errors import MemgateError, error_body
+from .errors import BackendUnavailable, MemgateError, error_body
 from .extract_llm import make_extractor
 from .keys import Keyring
 from .memories import Memories
@@ -34,8 +35,9 @@ from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough
 from .recall import Recaller
+from .redis_server import EmbeddedRedis, EmbeddedRedisError
 from .reembed import keep_carrying_over
-from .store import Store
+from .store import Store, backend_unavailable
 from .tokens import prepare_cache
 from .upstream import Upstream
 
@@ -55,14 +57,23 @@ def _http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}.get(
         status, "invalid_request_error" if status < 500 else "server_error"
     )
+    code = "request_too_large" if status == 413 else f"http_{status}"
     return Response(
-        error_body(str(exc.detail), kind, None, f"http_{status}"),
+        error_body(str(exc.detail), kind, None, code),
         status_code=status,
         headers=exc.headers,
     )
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if backend_unavailable(exc):
+        log.warning("memory_backend_unavailable", path=request.url.path, error=type(exc).__name__)
+        request.app.state.metrics.backend_errors.labels("redis").inc()
+        down = BackendUnavailable(
+            "The memory backend is unavailable; try again shortly. Chat completions still "
+            "work (without memories)."
+        )
+        return Response(down.to_body(), status_code=down.status_code, headers={"retry-after": "1"})
     log.error("unhandled_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
     return Response(
         error_body(
@@ -75,19 +86,53 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any
     )
 
 
+_NO_STORE = {"cache-control": "no-store"}
+
+
 @get("/healthz", include_in_schema=False)
-async def healthz() -> dict[str, str]:
-    """Process up."""
-    return {"status": "ok"}
+async def healthz() -> Response[dict[str, str]]:
+    """Liveness: the process and its event loop answer. It touches no backend, so a Redis
+    outage never gets a replica restarted (chat goes on without memory meanwhile)."""
+    return Response({"status": "ok"}, headers=_NO_STORE)
 
 
 @get("/readyz", include_in_schema=False)
 async def readyz(state: State) -> Response[dict[str, Any]]:
-    """Redis and the memory index reachable."""
-    report = await state.store.readiness()
+    """Readiness: Redis and the memory index answer within a second (a probe's own timeout
+    must not be reached by a hung Redis); 503 with the reason otherwise."""
+    report = await state.store.readiness(within=1.0)
     ok = bool(report.get("redis")) and bool(report.get("index"))
+    report["mining_buffered"] = state.background.buffered if "background" in state else 0
     return Response(
-        {"status": "ok" if ok else "unavailable", **report}, status_code=200 if ok else 503
+        {"status": "ok" if ok else "unavailable", **report},
+        status_code=200 if ok else 503,
+        headers=_NO_STORE,
+    )
+
+
+async def _supervise_redis(embedded: EmbeddedRedis, metrics: Metrics, every: float) -> None:
+    """Restart the embedded Redis when it dies (same port, same append-only file)."""
+    while True:
+        await asyncio.sleep(every)
+        if embedded.alive():
+            continue
+        log.error("embedded_redis_died", port=embedded.port, exit_code=embedded.exit_code)
+        try:
+            await asyncio.to_thread(embedded.restart)
+        except (EmbeddedRedisError, OSError) as exc:
+            log.error("embedded_redis_restart_failed", port=embedded.port, error=str(exc))
+            continue
+        metrics.redis_restarts.inc()
+        log.warning("embedded_redis_restarted", port=embedded.port)
+
+
+def _log_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Whatever asyncio reports (a task nobody awaited failing, ...) as a JSON line."""
+    exc = context.get("exception")
+    log.error(
+        "event_loop_error",
+        message=str(context.get("message", ""))[:200],
+        error=type(exc).__name__ if exc is not None else None,
     )
 
 
@@ -168,10 +213,13 @@ def create_app(
     memory: MemoryPipeline | None = None,
     embedder: Embedder | None = None,
     policy: Policy | None = None,
+    embedded: EmbeddedRedis | None = None,
+    supervise_every: float = 1.0,
 ) -> Litestar:
     """Build the gateway. ``redis_url`` is resolved by the caller (external or embedded).
 
     The policy is loaded (and strictly validated) here, so a bad policy stops start-up.
+    ``embedded``: the Redis this process started, watched and restarted if it dies.
     """
     the_clock = clock or SystemClock()
     the_policy = policy or load_policy(settings.policy)
@@ -179,13 +227,26 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        store = Store(redis_url)
+        store = Store(
+            redis_url,
+            max_connections=settings.redis_max_connections,
+            pool_timeout=settings.redis_pool_timeout,
+            timeout=settings.redis_timeout,
+        )
         upstream = Upstream(settings)
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_log_loop_errors)
+        supervisor = (
+            loop.create_task(_supervise_redis(embedded, metrics, supervise_every))
+            if embedded is not None
+            else None
+        )
+        background = Background(metrics)
+        app.state.background = background
         try:
             await store.check_query_engine()
             await the_embedder.warm_up()
             memories = Memories(store, the_embedder, the_policy, the_clock)
-            loop = asyncio.get_running_loop()
             carrying = None
             if the_embedder.dims is not None:
                 await memories.ready()
@@ -210,6 +271,8 @@ def create_app(
                 the_clock,
                 the_policy.recall.trace_ttl_days,
                 candidates=queue,
+                time_budget_ms=the_policy.recall.time_budget_ms,
+                background=background,
             )
             app.state.memory = flow
             sampler = loop.create_task(
@@ -226,6 +289,8 @@ def create_app(
             if isinstance(flow, MemoryFlow):
                 await flow.drain()
         finally:
+            if supervisor is not None:
+                supervisor.cancel()
             await upstream.aclose()
             await store.aclose()
 
@@ -261,6 +326,7 @@ def create_app(
         },
         openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
         middleware=[_count_api_requests(metrics, the_clock)],
+        request_max_body_size=settings.max_body_bytes,
         logging_config=None,  # memgate's structlog set-up owns logging (see logs.py)
         debug=False,
     )

@@ -115,8 +115,9 @@ async def stub_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def serve_stub(port: int) -> None:
-    """Entry point of the stub's own process."""
+def serve_stub(port: int, keep_alive: int = 5) -> None:
+    """Entry point of the stub's own process; ``keep_alive``: seconds before it closes an
+    idle connection."""
     import uvicorn
 
     uvicorn.run(
@@ -126,6 +127,7 @@ def serve_stub(port: int) -> None:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        timeout_keep_alive=keep_alive,
     )
 
 
@@ -204,18 +206,18 @@ class _Server:
                 self.proc.wait()
 
 
-def _start_stub(workdir: Path) -> _Server:
+def _start_stub(workdir: Path, keep_alive: int = 5) -> _Server:
     port = free_port()
-    code = f"from gateway.bench import serve_stub; serve_stub({port})"
+    code = f"from gateway.bench import serve_stub; serve_stub({port}, {keep_alive})"
     return _Server.spawn("stub", port, [sys.executable, "-c", code], dict(os.environ), workdir)
 
 
-def _start_gateway(upstream_url: str, workdir: Path) -> _Server:
+def _start_gateway(upstream_url: str, workdir: Path, log_level: str = "warning") -> _Server:
     port = free_port()
     env = dict(os.environ)
     env.update(
         MEMGATE_UPSTREAM_URL=upstream_url + "/v1",
-        MEMGATE_LOG_LEVEL="warning",
+        MEMGATE_LOG_LEVEL=log_level,
         MEMGATE_DATA_DIR=str(workdir / "data"),  # embedded Redis and caches: thrown away after
         NO_PROXY=",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.1"])),
     )

@@ -22,7 +22,8 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,8 +32,8 @@ import structlog
 from redis.exceptions import RedisError, ResponseError
 
 from .clock import Clock, from_iso, to_iso
-from .errors import NotFound, WriteRefused
-from .identity import Identity
+from .errors import BadRequest, Conflict, NotFound, WriteRefused
+from .identity import Identity, check_project_id
 from .memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutcome
 from .metrics import Metrics
 from .mine import Extractor, Proposal, extract_rules, latest_user_text, mining_key, screen
@@ -49,6 +50,7 @@ CANDIDATE_ID = re.compile(r"cand_[0-9a-f]{24}")
 STREAM = f"{KEY_ROOT}:mine"
 GROUP = "miners"
 _JOB_VERSION = 1
+_CLAIM_SECONDS = 120  # longer than any one confirm takes; a crashed confirm's claim expires
 
 
 def new_candidate_id() -> str:
@@ -254,6 +256,32 @@ class CandidateQueue:
                 f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
                 extra={"reasons": ["invalid"]},
             )
+        async with self._claim(ident, cid):
+            return await self._confirm(ident, cand, memories, edits)
+
+    @asynccontextmanager
+    async def _claim(self, ident: Identity, cid: str) -> AsyncIterator[None]:
+        """One decision per candidate: whoever sets the claim first decides it; a second
+        confirm (or reject) meanwhile gets 409, and one after the decision 404. A claim
+        left by a crashed process expires."""
+        key = self.store._key("candclaim", ident.tenant, ident.user, cid)
+        token = uuid.uuid4().hex
+        if not await self.redis.set(key, token, nx=True, ex=_CLAIM_SECONDS):
+            raise Conflict(
+                f"Memory candidate {cid!r} is being decided by another request.", param="id"
+            )
+        try:
+            # A decision that finished between our read and our claim removed it.
+            if not await self.redis.exists(self._cand(ident, cid)):
+                raise NotFound(f"No memory candidate with id {cid!r}.", param="id")
+            yield
+        finally:
+            if _s(await self.redis.get(key) or b"") == token:
+                await self.redis.delete(key)
+
+    async def _confirm(
+        self, ident: Identity, cand: dict[str, str], memories: Memories, edits: dict[str, Any]
+    ) -> WriteOutcome:
         values: dict[str, Any] = {
             "content": cand["content"],
             "type": cand["type"],
@@ -270,8 +298,17 @@ class CandidateQueue:
         if {"content", "type", "scope"} & set(edited) and "applies" not in edited:
             values["applies"] = None  # and how the memory applies
         values.update(edited)
-        if isinstance(values["expires_at"], str) and values["expires_at"]:
-            values["expires_at"] = from_iso(values["expires_at"])
+        if "project_id" in edited and edited["project_id"] is not None:
+            check_project_id(str(edited["project_id"]), param="project_id")
+        if isinstance(values["expires_at"], str):
+            try:
+                when = from_iso(values["expires_at"])
+                when.timestamp()
+                values["expires_at"] = when
+            except (ValueError, OverflowError):
+                raise BadRequest(
+                    "expires_at must be an ISO-8601 time or null.", param="expires_at"
+                ) from None
         outcome = await memories.create(
             ident,
             content=str(values["content"]),
@@ -288,7 +325,7 @@ class CandidateQueue:
             actor=ident.actor,
             action="edited_and_confirmed" if edited else "confirmed",
             noted={
-                "candidate": cid,
+                "candidate": cand["id"],
                 "edited": {k: [cand_values[k], v] for k, v in edited.items()},
             },
         )
@@ -303,8 +340,9 @@ class CandidateQueue:
     async def reject(self, ident: Identity, cid: str) -> None:
         """The user said no: drop it and never propose the same content again."""
         cand = await self._raw(ident, cid)
-        await self.redis.sadd(self._rejected(ident), cand["content_key"])
-        await self._remove(ident, cand)
+        async with self._claim(ident, cid):
+            await self.redis.sadd(self._rejected(ident), cand["content_key"])
+            await self._remove(ident, cand)
         self._decide("rejected")
 
     async def forget(self, ident: Identity, *, project_id: str | None = None) -> int:

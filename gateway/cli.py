@@ -58,7 +58,7 @@ def _serve(args: argparse.Namespace) -> int:
     # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        app = create_app(settings, redis_url=redis_url, policy=policy)
+        app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
         log.info("serving", host=args.host, port=args.port, upstream=settings.upstream_url)
         uvicorn.run(
             app,
@@ -202,6 +202,12 @@ def _bench(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_soak(args: argparse.Namespace) -> int:
+    from .bench_soak import run_soak
+
+    return run_soak(seconds=args.seconds, concurrency=args.concurrency, users=args.users)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
@@ -283,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     re_embed.set_defaults(func=_reembed)
     bench = sub.add_parser("bench", help="benchmarks that print figures")
     targets = bench.add_subparsers(
-        dest="target", required=True, metavar="{proxy,recall,locomo,scenarios}"
+        dest="target", required=True, metavar="{proxy,recall,locomo,scenarios,soak}"
     )
     proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")
     proxy.add_argument("--rounds", type=int, default=300)
@@ -344,6 +350,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     scen.add_argument("--no-prefeval", action="store_true", help="skip PrefEval")
     scen.add_argument("--json", help="also write the figures to this JSON file")
     scen.set_defaults(func=_bench_scenarios)
+    soak = targets.add_parser("soak", help="bounded loopback soak with memory on")
+    soak.add_argument("--seconds", type=float, default=600.0)
+    soak.add_argument("--concurrency", type=int, default=200)
+    soak.add_argument("--users", type=int, default=50, help="users with a memory each")
+    soak.set_defaults(func=_bench_soak)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -64,6 +64,21 @@ class Settings:
     answers a JSON-schema request; every candidate still passes the write gate)."""
     extractor_model: str = "gpt-4o-mini"
     """Model the LLM extractor asks when ``extractor=llm``."""
+    max_body_bytes: int = 10_000_000
+    """Largest chat completion or memory API request body; past it: 413."""
+    passthrough_max_body_bytes: int = 536_870_912
+    """Largest body streamed to the upstream on the other ``/v1`` routes (uploads); past it:
+    413. ``0`` sets no limit."""
+    upstream_keepalive_seconds: float = 4.0
+    """How long an idle pooled upstream connection may be reused; keep it below the
+    upstream's own keep-alive timeout (uvicorn closes idle connections after 5 s)."""
+    redis_max_connections: int = 256
+    """Connections to Redis in the pool; a request that finds none free waits for one."""
+    redis_pool_timeout: float = 5.0
+    """Seconds a Redis call waits for a free pooled connection before failing."""
+    redis_timeout: float = 5.0
+    """Seconds to connect to Redis and to wait for one reply (a hung Redis fails the call;
+    chat recall has its own, shorter budget in the policy)."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -128,6 +143,11 @@ def _coerce(name: str, type_name: Any, raw: str) -> Any:
     try:
         if text.startswith("float"):
             return float(raw)
+        if text.startswith("int"):
+            number = int(raw.replace("_", ""))
+            if number < 0:
+                raise ValueError(raw)
+            return number
         if text.startswith("bool"):
             lowered = raw.strip().lower()
             if lowered in {"1", "true", "yes", "on"}:

@@ -8,6 +8,8 @@ MemgateError
  ├── Unauthorized (401, authentication_error)
  ├── NotFound (404, not_found_error)
  ├── TooManyAttempts (429, rate_limit_error, code=too_many_attempts)
+ ├── Conflict (409, invalid_request_error)
+ ├── RequestTooLarge (413, invalid_request_error, code=request_too_large)
  ├── WriteRefused (422, invalid_request_error, code=write_refused)
  ├── UpstreamError
  │    ├── UpstreamUnreachable   (502, code=upstream_unreachable)
@@ -80,6 +82,18 @@ class TooManyAttempts(MemgateError):
     status_code = 429
     error_type = "rate_limit_error"
     code = "too_many_attempts"
+
+
+class Conflict(MemgateError):
+    status_code = 409
+    error_type = "invalid_request_error"
+    code = "conflict"
+
+
+class RequestTooLarge(MemgateError):
+    status_code = 413
+    error_type = "invalid_request_error"
+    code = "request_too_large"
 
 
 class WriteRefused(MemgateError):

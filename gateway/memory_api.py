@@ -64,6 +64,8 @@ def _decode(raw: bytes, kind: type[Any]) -> Any:
         raise BadRequest(f"Invalid request body: {exc}.", code="invalid_body") from None
     except msgspec.DecodeError:
         raise BadRequest("The request body is not valid JSON.", code="invalid_json") from None
+    except RecursionError:
+        raise BadRequest("The request body nests JSON too deeply.", code="invalid_json") from None
 
 
 def _given(patch: MemoryPatch) -> dict[str, Any]:
@@ -86,9 +88,11 @@ def _when(value: str | None, param: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return from_iso(value)
-    except ValueError:
-        raise BadRequest(f"{param} must be an ISO-8601 time.", param=param) from None
+        when = from_iso(value)
+        when.timestamp()
+    except (ValueError, OverflowError):
+        raise BadRequest(f"{param} must be an ISO-8601 time or null.", param=param) from None
+    return when
 
 
 def _project(value: str | None) -> str | None:
@@ -110,6 +114,29 @@ def _scope(scope: str | None, project_id: str | None) -> str:
             code="scope_mismatch",
         )
     return scope
+
+
+def _checked_edits(changes: dict[str, Any]) -> dict[str, Any]:
+    """The checks ``POST /v1/memories`` makes before the write gate, for an edit (a PATCH or
+    the edits sent with a confirm): the same ids and times are refused the same way."""
+    if "project_id" in changes:
+        _project(changes["project_id"])
+    if "expires_at" in changes:
+        _when(changes["expires_at"], "expires_at")
+    return changes
+
+
+_STATUSES = ("active", "superseded", "archived")
+
+
+def _filter(value: str | None, param: str, allowed: tuple[str, ...] = ()) -> str | None:
+    """A list filter: absent, or a value a memory can have (an empty one is a mistake)."""
+    if value is None:
+        return None
+    if not value or (allowed and value not in allowed):
+        expected = f"one of {', '.join(allowed)}" if allowed else "a non-empty value"
+        raise BadRequest(f"Invalid {param} filter: expected {expected}.", param=param)
+    return value
 
 
 def _written(outcome: WriteOutcome) -> Response[Any]:
@@ -163,7 +190,10 @@ async def list_memories(
 ) -> dict[str, Any]:
     ident = await _who(request)
     found = await (await _service(state)).list(
-        ident, status=status, type=type, project_id=project_id
+        ident,
+        status=_filter(status, "status", _STATUSES),
+        type=_filter(type, "type"),
+        project_id=_project(_filter(project_id, "project_id")),
     )
     return {"object": "list", "data": [m.to_api() for m in found]}
 
@@ -197,13 +227,9 @@ async def patch_memory(
     request: Request[Any, Any, State], state: State, memory_id: str
 ) -> dict[str, Any]:
     ident = await _who(request)
-    changes = _given(_decode(await request.body(), MemoryPatch))
-    if "project_id" in changes:
-        _project(changes["project_id"])
+    changes = _checked_edits(_given(_decode(await request.body(), MemoryPatch)))
     if "scope" in changes and changes.get("project_id"):
         _scope(changes["scope"], changes["project_id"])
-    if changes.get("expires_at"):
-        _when(changes["expires_at"], "expires_at")
     memory = await (await _service(state)).update(
         ident, memory_id, changes, actor="admin" if ident.is_admin else "user"
     )
@@ -285,7 +311,7 @@ async def confirm_candidate(
 ) -> Response[Any]:
     ident = await _who(request)
     raw = await request.body()
-    edits = _given(_decode(raw, MemoryPatch)) if raw.strip() else {}
+    edits = _checked_edits(_given(_decode(raw, MemoryPatch))) if raw.strip() else {}
     outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
     return _written(outcome)
 

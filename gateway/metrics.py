@@ -52,6 +52,9 @@ CANDIDATE_DECISIONS = ("confirmed", "rejected", "edited")
 MEMORY_STATUSES = ("active", "superseded", "archived")
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "stream_cut", "http_4xx", "http_5xx")
 BACKEND_COMPONENTS = ("redis", "embedder", "miner")
+# Writes made off the response path, and why one was lost.
+BACKGROUND_TASKS = ("trace", "use_count", "mining")
+BACKGROUND_FAILURES = ("error", "overflow", "shutdown")
 # Why a job the LLM extractor could not handle was mined with the rules instead.
 EXTRACTOR_FALLBACK_REASONS = ("unauthorized", "upstream_error", "malformed")
 
@@ -248,6 +251,33 @@ class Metrics:
             ["component"],
             registry=r,
         )
+        self.background_failures = Counter(
+            p + "background_failures_total",
+            "Writes off the response path (traces, use counts, mining jobs) that were lost, "
+            "by task and reason (error after retries, overflow of the bound, shutdown).",
+            ["task", "reason"],
+            registry=r,
+        )
+        self.mining_queued = Counter(
+            p + "mining_queued_total",
+            "Finished exchanges queued for mining (directly or from the retry buffer).",
+            registry=r,
+        )
+        self.mining_buffered = Gauge(
+            p + "mining_buffered",
+            "Finished exchanges held in process while Redis is unavailable, to be queued.",
+            registry=r,
+        )
+        self.recall_over_budget = Counter(
+            p + "recall_over_budget_total",
+            "Chat requests answered without memory because recall passed its time budget.",
+            registry=r,
+        )
+        self.redis_restarts = Counter(
+            p + "redis_restarts_total",
+            "Restarts of the embedded Redis after it died.",
+            registry=r,
+        )
         self.build_info = Gauge(
             p + "build_info",
             "Build information; the value is always 1.",
@@ -284,6 +314,9 @@ class Metrics:
             self.upstream_errors.labels(kind=kind)
         for component in BACKEND_COMPONENTS:
             self.backend_errors.labels(component=component)
+        for task in BACKGROUND_TASKS:
+            for reason in BACKGROUND_FAILURES:
+                self.background_failures.labels(task=task, reason=reason)
 
     # --- conveniences (label normalisation in one place) ---
 

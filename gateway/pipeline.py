@@ -7,7 +7,7 @@ what happens in between those two calls is the only memory behaviour the proxy k
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -17,6 +17,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from . import inject
+from .background import Background
 from .candidates import CandidateQueue
 from .clock import Clock, to_iso
 from .identity import Identity
@@ -80,6 +81,9 @@ class MemoryFlow:
         clock: Clock,
         trace_ttl_days: int,
         candidates: CandidateQueue | None = None,
+        *,
+        time_budget_ms: int = 1000,
+        background: Background | None = None,
     ) -> None:
         self.recaller = recaller
         self.store = store
@@ -87,27 +91,44 @@ class MemoryFlow:
         self.clock = clock
         self.trace_ttl = trace_ttl_days * 86400
         self.candidates = candidates
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.time_budget = time_budget_ms / 1000
+        self.background = background or Background(metrics)
 
     async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
         if identity.mode == "off":
             return Prepared(content=raw)
         now = self.clock.now()
         try:
-            result = await self.recaller.recall(identity, body)
+            # The budget bounds everything recall waits for (a free pooled connection, a
+            # hung Redis, a slow embedder): past it the answer goes on without memory.
+            async with asyncio.timeout(self.time_budget):
+                result = await self.recaller.recall(identity, body)
+        except TimeoutError:
+            self.metrics.recall_over_budget.inc()
+            log.warning(
+                "recall_over_budget",
+                trace_id=identity.trace_id,
+                budget_ms=round(self.time_budget * 1000),
+            )
+            self._spawn("trace", lambda: self._save_trace(identity, now, None, "time_budget"))
+            return Prepared(content=raw)
         except Exception as exc:
             component = "redis" if isinstance(exc, RedisError) else "embedder"
             self.metrics.backend_errors.labels(component).inc()
             log.warning("recall_failed", trace_id=identity.trace_id, error=type(exc).__name__)
-            self._spawn(self._save_trace(identity, now, None, error=type(exc).__name__))
+            error = type(exc).__name__
+            self._spawn("trace", lambda: self._save_trace(identity, now, None, error))
             return Prepared(content=raw)
         self._observe(result)
         injected_ids = [m.id for m in result.injected]
-        self._spawn(self._save_trace(identity, now, result))
+        self._spawn("trace", lambda: self._save_trace(identity, now, result))
         if identity.mode == "dry-run" or not result.injected:
             return Prepared(content=raw)
         self._spawn(
-            self.store.mark_injected(identity.tenant, identity.user, injected_ids, now.timestamp())
+            "use_count",
+            lambda: self.store.mark_injected(
+                identity.tenant, identity.user, injected_ids, now.timestamp()
+            ),
         )
         new_body = inject.insert(body, result.message)
         return Prepared(
@@ -120,20 +141,18 @@ class MemoryFlow:
         """Queue the exchange for mining; the miner works from a Redis stream, off this path."""
         if self.candidates is None or not 200 <= exchange.status < 300:
             return
+        candidates = self.candidates
         messages = exchange.request.get("messages") or []
-        self._spawn(self._submit(exchange, messages))
 
-    async def _submit(self, exchange: Exchange, messages: list[Any]) -> None:
-        assert self.candidates is not None
-        try:
-            await self.candidates.submit(
+        async def submit() -> None:
+            await candidates.submit(
                 exchange.identity,
                 messages,
                 trace_id=exchange.identity.trace_id,
                 injected_ids=exchange.injected_ids,
             )
-        except RedisError:
-            self.metrics.backend_errors.labels("miner").inc()
+
+        self.background.submit_mining(submit)
 
     def _observe(self, result: RecallResult) -> None:
         m = self.metrics
@@ -177,19 +196,11 @@ class MemoryFlow:
                     "timings_ms": result.timings_ms,
                 }
             )
-        try:
-            await self.store.put_trace(
-                ident.tenant, ident.user, ident.trace_id, trace, self.trace_ttl
-            )
-        except RedisError:
-            self.metrics.backend_errors.labels("redis").inc()
+        await self.store.put_trace(ident.tenant, ident.user, ident.trace_id, trace, self.trace_ttl)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, task: str, write: Callable[[], Awaitable[Any]]) -> None:
+        self.background.spawn(task, write)
 
     async def drain(self) -> None:
         """Wait for background writes (shutdown, tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.background.drain()

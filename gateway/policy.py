@@ -405,6 +405,8 @@ class RecallSpec(_Model):
     candidate_pool: PositiveInt
     standing_pool: PositiveInt
     trace_ttl_days: PositiveInt
+    # Past this the answer goes without memory (counted); bounds what a hung Redis costs.
+    time_budget_ms: Annotated[int, Field(gt=0, le=60_000)] = 1000
 
 
 class DedupSpec(_Model):

@@ -16,7 +16,14 @@ from litestar.response import Stream
 
 from . import identity as identity_mod
 from .access import authorize
-from .errors import BadRequest, InvalidJSON, MissingField, UpstreamError, error_body
+from .errors import (
+    BadRequest,
+    InvalidJSON,
+    MissingField,
+    RequestTooLarge,
+    UpstreamError,
+    error_body,
+)
 from .identity import Access
 from .pipeline import Exchange, Prepared
 from .upstream import UpstreamStreamError, request_headers, response_headers
@@ -71,6 +78,8 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
         raise InvalidJSON(
             "The request body is not valid JSON. Send a JSON object with 'model' and 'messages'."
         ) from None
+    except RecursionError:
+        raise InvalidJSON("The request body nests JSON too deeply.") from None
     if not isinstance(body, dict):
         raise InvalidJSON("The request body must be a JSON object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -316,7 +325,45 @@ _PASS_METHODS = [
 ]
 
 
-@route("/v1/{path:path}", http_method=_PASS_METHODS, include_in_schema=False)
+# Pass-through bodies up to this size are read before sending, so that a stale pooled
+# connection can be retried with the same bytes; larger ones stream as they arrive.
+_BUFFERED_BODY = 1 << 20
+
+
+class _Limited:
+    """The client's body as it arrives, failing once it passes ``limit`` bytes (0: none)."""
+
+    def __init__(self, source: AsyncIterator[bytes], limit: int) -> None:
+        self.source = source
+        self.limit = limit
+        self.exceeded = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self.source:
+            seen += len(chunk)
+            if self.limit and seen > self.limit:
+                self.exceeded = True
+                raise _too_large(self.limit)
+            yield chunk
+
+
+def _too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(
+        f"The request body is larger than this gateway accepts ({limit} bytes); "
+        "see MEMGATE_PASSTHROUGH_MAX_BODY_BYTES."
+    )
+
+
+# No framework body limit here: uploads stream to the upstream, limited by
+# ``passthrough_max_body_bytes`` below (the framework's limit would fire inside the
+# upstream writer and look like an unreachable upstream).
+@route(
+    "/v1/{path:path}",
+    http_method=_PASS_METHODS,
+    include_in_schema=False,
+    request_max_body_size=None,
+)
 async def passthrough(request: Request[Any, Any, State], state: State, path: str) -> Response[Any]:
     """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
     rec = _Record(route="passthrough", started=state.clock.monotonic())
@@ -328,21 +375,42 @@ async def passthrough(request: Request[Any, Any, State], state: State, path: str
         _finish(state, rec)
         raise
     upstream = state.upstream
-    has_length = "content-length" in request.headers
+    limit = state.settings.passthrough_max_body_bytes
+    length_header = request.headers.get("content-length")
+    has_length = length_header is not None
     has_body = has_length or "transfer-encoding" in request.headers
+    try:
+        length = int(length_header) if length_header is not None else None
+    except ValueError:
+        length = None
     headers = _upstream_headers(request, access, keep_length=has_length)
     url = upstream.url(path, request.scope.get("query_string", b""))
-    rec.upstream_started = state.clock.monotonic()
+    content: bytes | _Limited | None = None
     try:
+        if limit and length is not None and length > limit:
+            raise _too_large(limit)
+        if has_body:
+            content = _Limited(request.stream(), limit)
+            if length is not None and length <= _BUFFERED_BODY:
+                content = b"".join([chunk async for chunk in content])
+        rec.upstream_started = state.clock.monotonic()
         resp = await upstream.send(
             request.method,
             url,
             headers,
-            request.stream() if has_body else None,
+            content.__aiter__() if isinstance(content, _Limited) else content,
             stream=True,
             decode=False,
         )
+    except RequestTooLarge as exc:
+        rec.status = exc.status_code
+        _finish(state, rec)
+        raise
     except UpstreamError as exc:
+        if isinstance(content, _Limited) and content.exceeded:
+            rec.status = 413
+            _finish(state, rec)
+            raise _too_large(limit) from None
         rec.status = exc.status_code
         rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
         _finish(state, rec)

@@ -71,7 +71,6 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> str:
-        server, modules = _binaries()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = open(self.data_dir / "memgate.lock", "w")
         try:
@@ -83,6 +82,35 @@ class EmbeddedRedis:
                 f"Another memgate is already using the data directory {self.data_dir}; "
                 "stop it or set MEMGATE_DATA_DIR to another folder."
             ) from None
+        try:
+            self._spawn(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def alive(self) -> bool:
+        """The server process is running (False once it died, or before ``start``)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._proc.returncode if self._proc is not None else None
+
+    def restart(self, timeout: float = 60.0) -> str:
+        """Start the server again after it died: same port, same append-only file (this
+        process still holds the data directory's lock)."""
+        if self._lock is None:
+            raise EmbeddedRedisError("The embedded Redis was never started.")
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._spawn(timeout)
+        return self.url
+
+    def _spawn(self, timeout: float) -> None:
+        server, modules = _binaries()
         args = [
             server,
             "--bind",
@@ -127,14 +155,12 @@ class EmbeddedRedis:
                     break
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     if time.monotonic() > deadline:
-                        self.stop()
                         raise EmbeddedRedisError(
                             "The embedded Redis did not start in time."
                         ) from None
                     time.sleep(0.05)
         finally:
             client.close()
-        return self.url
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None

@@ -19,7 +19,9 @@ import numpy as np
 import redis.asyncio as aredis
 from redis.commands.search import reducers
 from redis.commands.search.aggregation import AggregateRequest
-from redis.exceptions import RedisError, ResponseError, WatchError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockError, RedisError, ResponseError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redisvl.index import AsyncSearchIndex
 from redisvl.query import CountQuery, FilterQuery, TextQuery, VectorQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
@@ -206,12 +208,50 @@ def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
     )
 
 
+# Faults that mean "Redis is not answering" (down, hung, loading, pool exhausted, a lock not
+# obtained in time), as opposed to a bad command: callers answer those with 503 or go on
+# without memory.
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, LockError)
+
+
+def backend_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from (redisvl re-raises its own types),
+    says Redis is down, hung or out of connections."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _UNAVAILABLE):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class Store:
-    def __init__(self, redis_url: str) -> None:
+    """``max_connections`` bounds the pool: a call that finds no free connection waits up
+    to ``pool_timeout`` seconds for one (redis-py's default pool fails at once instead).
+    ``timeout`` bounds connecting and each reply, so a hung Redis fails calls instead of
+    holding them."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        *,
+        max_connections: int = 256,
+        pool_timeout: float = 5.0,
+        timeout: float = 5.0,
+    ) -> None:
         self.redis_url = redis_url
-        self.redis: aredis.Redis = aredis.Redis.from_url(
-            redis_url, decode_responses=False, health_check_interval=30
+        pool = aredis.BlockingConnectionPool.from_url(
+            redis_url,
+            max_connections=max_connections,
+            timeout=pool_timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            decode_responses=False,
+            health_check_interval=30,
         )
+        self.redis: aredis.Redis = aredis.Redis.from_pool(pool)
         self._index: AsyncSearchIndex | None = None
         self._prefix = ""
         self._mark = self.redis.register_script(_MARK_INJECTED)
@@ -274,11 +314,16 @@ class Store:
             raise RuntimeError("memory index not initialised")
         return self._index
 
-    async def readiness(self) -> dict[str, Any]:
+    async def readiness(self, within: float = 1.0) -> dict[str, Any]:
+        """Redis answers and the index exists, decided within ``within`` seconds (a probe
+        gives up after its own timeout: a hung Redis must not hang the answer)."""
         try:
-            await self.redis.ping()
-            index_ok = bool(self._index and await self._index.exists())
-        except RedisError as exc:
+            async with asyncio.timeout(within):
+                await self.redis.ping()
+                index_ok = bool(self._index and await self._index.exists())
+        except Exception as exc:
+            if not (isinstance(exc, RedisError | TimeoutError) or backend_unavailable(exc)):
+                raise
             return {"redis": False, "index": False, "error": type(exc).__name__}
         return {"redis": True, "index": index_ok}
 

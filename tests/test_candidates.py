@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -11,7 +12,7 @@ import pytest
 from gateway.candidates import CandidateQueue
 from gateway.clock import ManualClock, SystemClock
 from gateway.embed import LocalEmbedder
-from gateway.errors import NotFound
+from gateway.errors import Conflict, NotFound
 from gateway.identity import Identity
 from gateway.memories import Memories
 from gateway.mine import Proposal, screen
@@ -236,3 +237,27 @@ async def test_correction_supersedes_the_memory_it_corrects(service: Memories) -
     out = await q.confirm(me, cand["id"], service)
     assert old.id in out.superseded
     assert (await service.get(me, old.id)).status == "superseded"
+
+
+@pytest.mark.parametrize("second", ["confirm", "reject"])
+async def test_two_decisions_on_one_candidate_make_at_most_one_memory(
+    service: Memories, policy: Policy, second: str
+) -> None:
+    q, me = queue_for(service), who()
+    await q.enqueue(me, proposal(policy, "I use vim"), trace_id=None)
+    [cand] = await q.list(me)
+    first = q.confirm(me, cand["id"], service, {"content": "I use Neovim"})
+    other = (
+        q.confirm(me, cand["id"], service, {"content": "I write code in Emacs every day"})
+        if second == "confirm"
+        else q.reject(me, cand["id"])
+    )
+    results = await asyncio.gather(first, other, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert len(errors) == 1 and isinstance(errors[0], Conflict | NotFound), results
+    confirm_won = not isinstance(results[0], BaseException)
+    assert len(await service.list(me)) == (1 if second == "confirm" or confirm_won else 0)
+    assert await q.list(me) == []
+    # The claim is gone with the decision: nothing is left to decide.
+    with pytest.raises(NotFound):
+        await q.confirm(me, cand["id"], service)

@@ -34,6 +34,11 @@ EXPECTED = {
     "memgate_upstream_errors": ("counter", {"kind"}),
     "memgate_backend_errors": ("counter", {"component"}),
     "memgate_build_info": ("gauge", {"version"}),
+    "memgate_background_failures": ("counter", {"task", "reason"}),
+    "memgate_mining_queued": ("counter", set()),
+    "memgate_mining_buffered": ("gauge", set()),
+    "memgate_recall_over_budget": ("counter", set()),
+    "memgate_redis_restarts": ("counter", set()),
 }
 
 ATTRIBUTES = {
@@ -58,6 +63,11 @@ ATTRIBUTES = {
     "upstream_errors": "memgate_upstream_errors",
     "backend_errors": "memgate_backend_errors",
     "build_info": "memgate_build_info",
+    "background_failures": "memgate_background_failures",
+    "mining_queued": "memgate_mining_queued",
+    "mining_buffered": "memgate_mining_buffered",
+    "recall_over_budget": "memgate_recall_over_budget",
+    "redis_restarts": "memgate_redis_restarts",
 }
 
 FORBIDDEN_LABELS = re.compile(r"user|tenant|project|session|conversation|memory_id", re.I)
