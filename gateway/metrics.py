@@ -16,7 +16,12 @@ return data (zeros) before the first event.
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -25,6 +30,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from .recall import DROP_REASONS
 
@@ -70,6 +76,13 @@ FINE_BUCKETS = (
 COUNT_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 _PREFIX = "memgate_"
+# Set (by ``memgate serve --workers N``) before prometheus-client is imported in a worker: each
+# worker then writes its series to files there and a scrape adds up every worker's.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
 
 
 def _pick(value: object, allowed: tuple[str, ...], fallback: str) -> str:
@@ -121,6 +134,13 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         p = _PREFIX
+        self._multiprocess = multiprocess_dir()
+        if registry is None and self._multiprocess is None:
+            # The standard process_* (CPU, memory, open files) and python_* (GC, version)
+            # series. With several workers they are left out: each worker is its own process
+            # and a scrape reaches only one of them, so its figures would jump between workers.
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                r.register(collector)
 
         # --- traffic and latency ---
         self.requests = Counter(
@@ -227,12 +247,14 @@ class Metrics:
             p + "pending_candidates",
             "Memory candidates waiting for a decision (sampled).",
             registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.memories = Gauge(
             p + "memories",
             "Stored memories by status (sampled).",
             ["status"],
             registry=r,
+            multiprocess_mode="mostrecent",
         )
 
         # --- errors and build ---
@@ -253,6 +275,7 @@ class Metrics:
             "Build information; the value is always 1.",
             ["version"],
             registry=r,
+            multiprocess_mode="max",
         )
         self.build_info.labels(version=version).set(1)
 
@@ -347,4 +370,8 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The exposition for ``GET /metrics``: (payload, content type)."""
+        if self._multiprocess is not None:
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged, path=self._multiprocess)
+            return generate_latest(merged), CONTENT_TYPE_PLAIN_0_0_4
         return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4

@@ -63,7 +63,8 @@ def prepare_cache(cache_dir: Path) -> set[str]:
                 continue
             if hashlib.sha256(blob).hexdigest() != _SHA256[name]:
                 continue
-            tmp = target.with_suffix(".tmp")
+            # Per process: several workers may build the same file at once.
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(blob)
             tmp.replace(target)
         _available.add(name)

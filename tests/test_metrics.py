@@ -92,7 +92,7 @@ def test_render_returns_text_exposition(metrics: Metrics) -> None:
 
 
 def test_every_expected_metric_has_the_right_type_and_labels(metrics: Metrics) -> None:
-    fams = families(metrics)
+    fams = {name: f for name, f in families(metrics).items() if name.startswith("memgate_")}
     assert set(fams) == set(EXPECTED), set(fams) ^ set(EXPECTED)
     for name, (typ, labels) in EXPECTED.items():
         fam = fams[name]
@@ -107,10 +107,21 @@ def test_attributes_map_to_metric_names(metrics: Metrics) -> None:
         assert getattr(metrics, attr)._name == name, attr
 
 
+def test_standard_process_and_python_collectors_are_exposed(metrics: Metrics) -> None:
+    fams = families(metrics)
+    for name in ("process_cpu_seconds", "process_resident_memory_bytes", "python_info"):
+        assert name in fams, sorted(fams)
+    assert fams["process_resident_memory_bytes"].samples[0].value > 0
+
+
 def test_naming_conventions(metrics: Metrics) -> None:
     payload, _ = metrics.render()
     text = payload.decode()
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    types = {
+        name: typ
+        for name, typ in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
+        if not name.startswith(("process_", "python_"))
+    }
     assert types
     for name, typ in types.items():
         assert name.startswith("memgate_"), name
