@@ -226,7 +226,7 @@ def create_app(
             await store.aclose()
 
     prepare_cache(settings.data_path / "tiktoken")
-    metrics = Metrics(__version__)
+    metrics = Metrics(__version__, models=settings.metrics_model_list)
     state = State(
         {
             "settings": settings,

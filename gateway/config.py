@@ -58,6 +58,9 @@ class Settings:
     answers a JSON-schema request; every candidate still passes the write gate)."""
     extractor_model: str = "gpt-4o-mini"
     """Model the LLM extractor asks when ``extractor=llm``."""
+    metrics_models: str | None = None
+    """Comma-separated model names that get their own ``model`` label on token and upstream
+    latency metrics; unset: the first 20 models the upstream answers with success."""
     host: str = "127.0.0.1"
     """Address ``memgate serve`` listens on (``--host`` overrides it)."""
     port: int = 8080
@@ -81,6 +84,12 @@ class Settings:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser()
+
+    @property
+    def metrics_model_list(self) -> list[str] | None:
+        if self.metrics_models is None:
+            return None
+        return [name.strip() for name in self.metrics_models.split(",") if name.strip()]
 
 
 def env_var_names() -> list[str]:

@@ -140,8 +140,8 @@ class MemoryFlow:
         for stage, ms in result.timings_ms.items():
             m.recall_duration.labels(stage).observe(ms / 1000)
         m.memories_injected.observe(len(result.injected))
-        if result.tokens:
-            m.injected_tokens.inc(result.tokens)
+        # Injected tokens are counted by the proxy, which knows whether they were sent (not in
+        # dry-run) and the model label.
         for cand in result.candidates:
             if cand.reason:
                 m.recall_dropped.labels(cand.reason).inc()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from litestar.enums import HttpMethod
 from litestar.response import Stream
 
 from . import identity as identity_mod
+from . import tokens
 from .errors import InvalidJSON, MissingField, UpstreamError, error_body
 from .pipeline import Exchange
 from .upstream import UpstreamStreamError, request_headers, response_headers
@@ -38,6 +40,9 @@ class _WithUsage(msgspec.Struct):
 
 _usage_decoder = msgspec.json.Decoder(_WithUsage)
 _body_decoder = msgspec.json.Decoder()
+_body_encoder = msgspec.json.Encoder()
+_USAGE_OPTION = b'"stream_options":{"include_usage":true},'
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
 @dataclass(slots=True)
@@ -46,6 +51,7 @@ class _Record:
 
     route: str
     started: float
+    path: str = ""
     mode: str = "none"
     stream: bool = False
     status: int = 0
@@ -56,6 +62,7 @@ class _Record:
     ttfb_s: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_source: str | None = None
     injected: int = 0
     injected_tokens: int = 0
     error_kind: str | None = None
@@ -109,22 +116,24 @@ def _finish(state: State, rec: _Record) -> None:
     total = clock.monotonic() - rec.started
     metrics = state.metrics
     stream = "true" if rec.stream else "false"
+    model = metrics.model_label(rec.model, accepted=200 <= rec.status < 300)
     metrics.requests.labels(rec.route, str(rec.status), rec.mode).inc()
     metrics.request_duration.labels(rec.route, stream).observe(total)
     if rec.upstream_started is not None:
-        metrics.upstream_duration.labels(rec.route, stream).observe(rec.upstream_s)
+        metrics.upstream_duration.labels(rec.route, stream, model).observe(rec.upstream_s)
         metrics.overhead_duration.labels(rec.route).observe(max(total - rec.upstream_s, 0.0))
     if rec.ttfb_s is not None:
-        metrics.ttfb.labels(rec.route).observe(rec.ttfb_s)
-    if rec.prompt_tokens:
-        metrics.prompt_tokens.inc(rec.prompt_tokens)
-    if rec.completion_tokens:
-        metrics.completion_tokens.inc(rec.completion_tokens)
+        metrics.ttfb.labels(rec.route, model).observe(rec.ttfb_s)
+    metrics.count_tokens(rec.prompt_tokens, rec.completion_tokens, rec.injected_tokens, model=model)
     if rec.error_kind:
         metrics.upstream_errors.labels(rec.error_kind).inc()
-    log.info(
+    # An upstream that failed (5xx, unreachable, timeout, cut stream) is worth a warning; a
+    # client's own 4xx is not.
+    failed = rec.status >= 500 or (rec.error_kind is not None and rec.error_kind != "http_4xx")
+    (log.warning if failed else log.info)(
         "request",
         route=rec.route,
+        path=rec.path,
         status=rec.status,
         trace_id=rec.trace_id,
         memory_mode=rec.mode,
@@ -134,11 +143,92 @@ def _finish(state: State, rec: _Record) -> None:
         total_ms=round(total * 1000, 2),
         ttfb_ms=round(rec.ttfb_s * 1000, 2) if rec.ttfb_s is not None else None,
         prompt_tokens=rec.prompt_tokens,
+        prompt_tokens_source=rec.prompt_tokens_source,
         completion_tokens=rec.completion_tokens,
         injected=rec.injected,
+        injected_tokens=rec.injected_tokens,
         error=rec.error_kind,
         **rec.extra,
     )
+
+
+def _bind_request(request: Request[Any, Any, State]) -> str:
+    """Every log line of this request (recall, trace writes, the summary) carries its path."""
+    path = request.url.path
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(path=path)
+    return path
+
+
+def _wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _ask_for_usage(content: bytes, body: dict[str, Any]) -> bytes:
+    """The forwarded body with ``stream_options.include_usage`` set, so the upstream reports
+    the stream's token usage. Without other stream options the member is spliced in front and
+    the client's bytes follow untouched."""
+    if "stream_options" in body:
+        forwarded = _body_decoder.decode(content)
+        options = forwarded.get("stream_options")
+        forwarded["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+        return _body_encoder.encode(forwarded)
+    start = content.index(b"{") + 1
+    return content[:start] + _USAGE_OPTION + content[start:]
+
+
+def _usage_only_event(event: bytes) -> _Usage | None:
+    """The usage of a usage-only chunk (``choices`` empty, ``usage`` set), else None."""
+    if b'"usage"' not in event:
+        return None
+    for line in event.splitlines():
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            data = _body_decoder.decode(line[5:].strip())
+        except msgspec.DecodeError:
+            return None
+        if isinstance(data, dict) and data.get("choices") == [] and data.get("usage"):
+            return _usage_from(line[5:].strip())
+    return None
+
+
+async def _drop_usage_event(chunks: AsyncIterator[bytes], rec: _Record) -> AsyncIterator[bytes]:
+    """Relay whole SSE events, keeping back the usage-only chunk memgate asked for (the
+    client did not) and recording its usage."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        out: list[bytes] = []
+        while match := _EVENT_END.search(buffer):
+            event, buffer = buffer[: match.end()], buffer[match.end() :]
+            usage = _usage_only_event(event)
+            if usage is None:
+                out.append(event)
+            else:
+                _take_usage(rec, usage)
+        if out:
+            yield b"".join(out)
+    if buffer:
+        yield buffer
+
+
+def _take_usage(rec: _Record, usage: _Usage) -> None:
+    rec.prompt_tokens, rec.completion_tokens = usage.prompt_tokens, usage.completion_tokens
+    if usage.prompt_tokens is not None:
+        rec.prompt_tokens_source = "upstream"
+
+
+def _count_prompt_locally(rec: _Record, messages: Any) -> None:
+    """An upstream that reports no usage still gets its prompt tokens counted (tiktoken,
+    offline): the client's messages plus what memgate injected."""
+    if rec.prompt_tokens is None and 200 <= rec.status < 300 and isinstance(rec.model, str):
+        rec.prompt_tokens = tokens.count_messages(messages, rec.model) + rec.injected_tokens
+        rec.prompt_tokens_source = "local"
 
 
 def _error_kind_for_status(status: int) -> str | None:
@@ -158,7 +248,7 @@ def _overhead_ms(state: State, rec: _Record) -> str:
 @post(["/v1/chat/completions", "/chat/completions"], status_code=200, include_in_schema=True)
 async def chat_completions(request: Request[Any, Any, State], state: State) -> Response[Any]:
     """Create a chat completion, with the caller's memories recalled and injected."""
-    rec = _Record(route="chat", started=state.clock.monotonic())
+    rec = _Record(route="chat", started=state.clock.monotonic(), path=_bind_request(request))
     try:
         return await _chat(request, state, rec)
     except UpstreamError as exc:
@@ -187,11 +277,16 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         (INJECTED_HEADER, ",".join(prepared.injected_ids)),
     ]
 
+    content = prepared.content
+    # The client did not ask for the stream's usage: memgate asks (and keeps the extra chunk).
+    ask_usage = rec.stream and not _wants_usage(body)
+    if ask_usage:
+        content = _ask_for_usage(content, body)
     upstream = state.upstream
     headers = request_headers(request.scope["headers"], api_key=state.settings.upstream_api_key)
     url = upstream.url("chat/completions", request.scope.get("query_string", b""))
     rec.upstream_started = state.clock.monotonic()
-    resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
+    resp = await upstream.send("POST", url, headers, content, stream=rec.stream)
 
     def exchange() -> Exchange:
         return Exchange(ident, body, rec.status, prepared.injected_ids)
@@ -205,10 +300,8 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         if resp.status_code == 200:
             usage = _usage_from(payload)
             if usage:
-                rec.prompt_tokens, rec.completion_tokens = (
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                )
+                _take_usage(rec, usage)
+            _count_prompt_locally(rec, body.get("messages"))
         out_headers = response_headers(resp.raw_headers, decoded=True)
         out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
         _finish(state, rec)
@@ -227,8 +320,9 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     async def relay() -> AsyncIterator[bytes]:
         tail = b""
         completed = False
+        chunks = _drop_usage_event(resp.chunks(), rec) if ask_usage else resp.chunks()
         try:
-            async for chunk in resp.chunks():
+            async for chunk in chunks:
                 if rec.ttfb_s is None:
                     rec.ttfb_s = state.clock.monotonic() - rec.started
                 tail = (tail + chunk)[-_TAIL_BYTES:]
@@ -244,12 +338,11 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
             rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
             if not completed and rec.error_kind is None:
                 rec.extra["client_disconnected"] = True
-            usage = _usage_from_sse_tail(tail)
+            usage = None if ask_usage else _usage_from_sse_tail(tail)
             if usage:
-                rec.prompt_tokens, rec.completion_tokens = (
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                )
+                _take_usage(rec, usage)
+            if completed:
+                _count_prompt_locally(rec, body.get("messages"))
             _finish(state, rec)
             if completed:
                 state.memory.finish(exchange())
@@ -285,7 +378,7 @@ _PASS_METHODS = [
 @route("/v1/{path:path}", http_method=_PASS_METHODS, include_in_schema=False)
 async def passthrough(request: Request[Any, Any, State], state: State, path: str) -> Response[Any]:
     """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
-    rec = _Record(route="passthrough", started=state.clock.monotonic())
+    rec = _Record(route="passthrough", started=state.clock.monotonic(), path=_bind_request(request))
     upstream = state.upstream
     has_length = "content-length" in request.headers
     has_body = has_length or "transfer-encoding" in request.headers

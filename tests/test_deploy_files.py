@@ -398,13 +398,20 @@ def test_dashboard_is_plain_provisionable_json(path: Path) -> None:
     assert panels
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids)), "duplicate panel ids"
-    uid = datasource_uid()
+    # Every query goes through the dashboard's datasource variable, so the dashboard works in
+    # any Grafana (imported by hand, with another Prometheus); it defaults to the provisioned one.
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    source = variables["datasource"]
+    assert source["type"] == "datasource" and source["query"] == "prometheus"
+    assert source["current"]["value"] == datasource_uid()
+    uid = "${datasource}"
     for node in walk(board):
         ds = node.get("datasource")
         if isinstance(ds, dict) and ds.get("type") != "grafana":
             assert ds == {"type": "prometheus", "uid": uid}, node.get("title", node)
         else:
             assert ds is None or (isinstance(ds, dict) and ds.get("type") == "grafana"), ds
+    assert datasource_uid() not in text.replace(f'"value": "{datasource_uid()}"', "")
     for panel in panels:
         assert panel["type"] in {"timeseries", "stat"}, panel["title"]
         assert panel["datasource"] == {"type": "prometheus", "uid": uid}
@@ -484,6 +491,15 @@ def test_alert_rules_are_complete() -> None:
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}, rule["alert"]
         assert rule["annotations"]["summary"], rule["alert"]
     exprs = " ".join(r["expr"] for r in rules)
+    by_name = {r["alert"]: r["expr"] for r in rules}
+    # a target is found without a job label (Kubernetes annotation scraping names jobs its
+    # own way), and a target that vanished altogether is caught too
+    assert "job=" not in exprs
+    assert "absent(memgate_build_info)" in by_name["MemgateAbsent"]
+    # upstream failure alerts leave out the client's own 4xx, which has an alert of its own
+    for name in ("MemgateUpstreamErrorRateHigh", "MemgateUpstreamErrorRateCritical"):
+        assert 'kind!="http_4xx"' in by_name[name], name
+    assert 'code=~"4.."' in by_name["MemgateClientErrorRateHigh"]
     for metric in (
         "memgate_upstream_errors_total",
         "memgate_backend_errors_total",

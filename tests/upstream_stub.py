@@ -3,7 +3,8 @@
 Behaviour is chosen by the request's ``model`` so a test can script faults per call:
 ``error-500``, ``error-429``, ``slow`` (sleeps ``slow_seconds``), ``cut-stream`` (drops the
 connection mid-stream), ``stall-stream`` (goes quiet mid-stream), ``gated-stream`` (waits for
-``gate`` before finishing), ``hold-stream`` (streams until the client goes away).
+``gate`` before finishing), ``hold-stream`` (streams until the client goes away), ``no-usage``
+(an upstream that never reports token usage).
 
 A request for memgate's LLM extractor (``response_format`` is the ``memory_candidates`` JSON
 schema) is answered with ``extract_reply`` as the message content (the test decides the
@@ -286,10 +287,13 @@ class UpstreamStub:
         if model == "slow":
             await asyncio.sleep(st.slow_seconds)
         if not data.get("stream"):
+            answer = _completion(model, st.reply_text)
+            if model == "no-usage":
+                del answer["usage"]
             await _json(
                 send,
                 200,
-                _completion(model, st.reply_text),
+                answer,
                 extra=[
                     (b"x-request-id", b"req_stub_1"),
                     (b"x-ratelimit-remaining-tokens", b"9999"),
@@ -346,7 +350,7 @@ class UpstreamStub:
                 "body": _chunk(model, {}, finish="stop"),
             }
         )
-        if (data.get("stream_options") or {}).get("include_usage"):
+        if (data.get("stream_options") or {}).get("include_usage") and model != "no-usage":
             await send(
                 {"type": "http.response.body", "more_body": True, "body": _usage_chunk(model)}
             )
