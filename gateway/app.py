@@ -17,7 +17,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import __version__
+from . import __version__, api_docs
 from .admin import ROUTER as ADMIN_ROUTER
 from .admin import LoginThrottle
 from .candidates import CandidateQueue
@@ -245,7 +245,9 @@ def create_app(
             metrics_endpoint,
             *MEMORY_ROUTES,
             ADMIN_ROUTER,
+            api_docs.assets_router(),
         ],
+        on_startup=[api_docs.install],
         template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(_templates())),
         lifespan=[lifespan],
         state=state,
@@ -254,7 +256,12 @@ def create_app(
             HTTPException: _http_error,
             Exception: _unexpected,
         },
-        openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="memgate",
+            version=__version__,
+            path="/schema",
+            render_plugins=[api_docs.render_plugin()],
+        ),
         middleware=[_count_api_requests(metrics, the_clock)],
         logging_config=None,  # memgate's structlog set-up owns logging (see logs.py)
         debug=False,
