@@ -125,6 +125,20 @@ _CHAT_REQUEST = {
     },
     "additionalProperties": True,
 }
+_RESPONSES_REQUEST = {
+    "type": "object",
+    "description": "OpenAI's Responses API request; memories are added to 'instructions', "
+    "fields memgate does not know pass through untouched.",
+    "required": ["model"],
+    "properties": {
+        "model": {"type": "string"},
+        "input": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+        "instructions": {"type": ["string", "null"]},
+        "previous_response_id": {"type": ["string", "null"]},
+        "stream": {"type": "boolean"},
+    },
+    "additionalProperties": True,
+}
 
 
 def _memory_schema() -> dict[str, Any]:
@@ -185,6 +199,7 @@ def schemas() -> dict[str, Any]:
             "additionalProperties": True,
         },
         "ChatCompletionRequest": _CHAT_REQUEST,
+        "ResponsesRequest": _RESPONSES_REQUEST,
         "Error": _ERROR,
     }
 
@@ -212,6 +227,8 @@ _OPERATIONS: dict[tuple[str, str], tuple[str | None, dict[str, str]]] = {
     ),
     ("post", "/v1/chat/completions"): ("ChatCompletionRequest", {}),
     ("post", "/chat/completions"): ("ChatCompletionRequest", {}),
+    ("post", "/v1/responses"): ("ResponsesRequest", {}),
+    ("post", "/responses"): ("ResponsesRequest", {}),
 }
 _OPTIONAL_BODY = {("post", "/v1/memory/candidates/{candidate_id}/confirm")}
 _CHAT_PATHS = {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses"}

@@ -31,7 +31,7 @@ from .memory_api import ROUTES as MEMORY_ROUTES
 from .metrics import Metrics
 from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
-from .proxy import chat_completions, passthrough
+from .proxy import chat_completions, passthrough, responses_create
 from .recall import Recaller
 from .reembed import keep_carrying_over
 from .store import Store
@@ -239,6 +239,7 @@ def create_app(
     return Litestar(
         route_handlers=[
             chat_completions,
+            responses_create,
             passthrough,
             healthz,
             readyz,

@@ -41,9 +41,9 @@ disable_created_metrics()
 
 # --- bounded label values -------------------------------------------------------------------
 
-ROUTES = ("chat", "passthrough", "memory_api", "admin", "other")
+ROUTES = ("chat", "responses", "passthrough", "memory_api", "admin", "other")
 # Routes that call the upstream LLM (upstream latency / time to first byte).
-UPSTREAM_ROUTES = ("chat", "passthrough")
+UPSTREAM_ROUTES = ("chat", "responses", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")

@@ -7,7 +7,7 @@ what happens in between those two calls is the only memory behaviour the proxy k
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -47,8 +47,22 @@ class Exchange:
     injected_ids: list[str]
 
 
+# Puts the rendered memory block into the body to forward: a chat request gets a system
+# message (``inject.insert``); other APIs (the Responses API's ``instructions``) their own way.
+Injector = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
 class MemoryPipeline(Protocol):
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared: ...
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
+        """``body`` is read as a chat request (its ``messages``) for recall; ``inject_into``
+        returns the body to forward with the memory block added."""
+        ...
 
     def finish(self, exchange: Exchange) -> None:
         """Called after the response is complete; must not block (schedule work instead)."""
@@ -58,7 +72,13 @@ class MemoryPipeline(Protocol):
 class NoMemory:
     """Forwards every request unchanged: the pipeline when memory is not wired in."""
 
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
         return Prepared(content=raw)
 
     def finish(self, exchange: Exchange) -> None:
@@ -89,7 +109,13 @@ class MemoryFlow:
         self.candidates = candidates
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
         if identity.mode == "off":
             return Prepared(content=raw)
         now = self.clock.now()
@@ -109,7 +135,7 @@ class MemoryFlow:
         self._spawn(
             self.store.mark_injected(identity.tenant, identity.user, injected_ids, now.timestamp())
         )
-        new_body = inject.insert(body, inject.render(result.lines))
+        new_body = inject_into(body, inject.render(result.lines))
         return Prepared(
             content=_encoder.encode(new_body),
             injected_ids=injected_ids,

@@ -424,3 +424,209 @@ async def passthrough(request: Request[Any, Any, State], state: State, path: str
         headers=_as_header_map(response_headers(resp.raw_headers)),
         media_type=resp.content_type or "application/octet-stream",
     )
+
+
+# --- the Responses API ---------------------------------------------------------------------
+
+
+class _ResponsesUsage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class _ResponseWithUsage(msgspec.Struct):
+    usage: _ResponsesUsage | None = None
+
+
+class _CompletedEvent(msgspec.Struct):
+    type: str = ""
+    response: _ResponseWithUsage | None = None
+
+
+_responses_usage_decoder = msgspec.json.Decoder(_ResponseWithUsage)
+_completed_decoder = msgspec.json.Decoder(_CompletedEvent)
+# The events that end a Responses stream: the exchange is over (mined only when completed).
+_FINAL_EVENTS = (b'"response.completed"', b'"response.failed"', b'"response.incomplete"')
+
+
+def parse_responses_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = _body_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise InvalidJSON(
+            "The request body is not valid JSON. Send a JSON object with 'model' and 'input'."
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidJSON("The request body must be a JSON object.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise MissingField("Missing required parameter: 'model'.", param="model")
+    return body
+
+
+def input_as_messages(value: Any) -> list[dict[str, Any]]:
+    """The Responses API's ``input`` read as chat messages: recall and mining look at the
+    latest user message, as for chat. Items that are not messages (tool calls and their
+    outputs, references to earlier items) are left out."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        return []
+    return [
+        {"role": item["role"], "content": item.get("content")}
+        for item in value
+        if isinstance(item, dict)
+        and item.get("type", "message") == "message"
+        and isinstance(item.get("role"), str)
+    ]
+
+
+def with_instructions(body: dict[str, Any], memory_block: str) -> dict[str, Any]:
+    """The request with the memory block added to ``instructions``, after the app's own (so
+    they stay first), every other field as it came. Instructions are not carried over by
+    ``previous_response_id``, so each turn gets the memories recalled for it."""
+    own = body.get("instructions")
+    text = f"{own}\n\n{memory_block}" if isinstance(own, str) and own.strip() else memory_block
+    return {**body, "instructions": text}
+
+
+class _ResponsesStream:
+    """Watches a Responses event stream as it is relayed, one event at a time: the final
+    event says whether the exchange completed and carries its usage."""
+
+    def __init__(self) -> None:
+        self._event = b""
+        self.finished = False
+        self.completed = False
+        self.usage: _ResponsesUsage | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._event += chunk
+        while match := _EVENT_END.search(self._event):
+            event, self._event = self._event[: match.end()], self._event[match.end() :]
+            if any(final in event for final in _FINAL_EVENTS):
+                self._final(event)
+
+    def _final(self, event: bytes) -> None:
+        for line in event.splitlines():
+            if not line.startswith(b"data:"):
+                continue
+            try:
+                data = _completed_decoder.decode(line[5:].strip())
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            self.finished = True
+            self.completed = data.type == "response.completed"
+            if data.response is not None:
+                self.usage = data.response.usage
+
+
+def _take_responses_usage(rec: _Record, usage: _ResponsesUsage | None) -> None:
+    if usage is not None:
+        rec.prompt_tokens, rec.completion_tokens = usage.input_tokens, usage.output_tokens
+        if usage.input_tokens is not None:
+            rec.prompt_tokens_source = "upstream"
+
+
+@post(["/v1/responses", "/responses"], status_code=200, include_in_schema=True)
+async def responses_create(request: Request[Any, Any, State], state: State) -> Response[Any]:
+    """Create a model response (the Responses API), with the caller's memories recalled and
+    added to its instructions."""
+    rec = _Record(route="responses", started=state.clock.monotonic(), path=_bind_request(request))
+    try:
+        return await _responses(request, state, rec)
+    except UpstreamError as exc:
+        rec.status = exc.status_code
+        rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
+        rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+        _finish(state, rec)
+        raise
+    except Exception as exc:
+        rec.status = getattr(exc, "status_code", 500)
+        _finish(state, rec)
+        raise
+
+
+async def _responses(
+    request: Request[Any, Any, State], state: State, rec: _Record
+) -> Response[Any]:
+    raw = await request.body()
+    body = parse_responses_body(raw)
+    ident = identity_mod.resolve(request.headers, body, admin_token=state.settings.admin_token)
+    rec.trace_id, rec.mode, rec.model = ident.trace_id, ident.mode, body["model"]
+    rec.stream = body.get("stream") is True
+    # What recall and mining read: the input as chat messages.
+    view = {"model": body["model"], "messages": input_as_messages(body.get("input"))}
+
+    prepared = await state.memory.prepare(
+        ident, view, raw, inject_into=lambda _view, block: with_instructions(body, block)
+    )
+    rec.injected, rec.injected_tokens = len(prepared.injected_ids), prepared.injected_tokens
+    memory_headers = [
+        (TRACE_HEADER, ident.trace_id),
+        (INJECTED_HEADER, ",".join(prepared.injected_ids)),
+    ]
+    upstream = state.upstream
+    headers = request_headers(request.scope["headers"], api_key=state.settings.upstream_api_key)
+    url = upstream.url("responses", request.scope.get("query_string", b""))
+    rec.upstream_started = state.clock.monotonic()
+    resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
+
+    def exchange() -> Exchange:
+        return Exchange(ident, view, rec.status, prepared.injected_ids)
+
+    is_sse = resp.content_type.startswith("text/event-stream")
+    if not (rec.stream and is_sse and resp.status_code < 400):
+        payload = await upstream.read(resp)
+        rec.upstream_s = state.clock.monotonic() - rec.upstream_started
+        rec.status = resp.status_code
+        rec.error_kind = _error_kind_for_status(resp.status_code)
+        if resp.status_code == 200:
+            try:
+                _take_responses_usage(rec, _responses_usage_decoder.decode(payload).usage)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            _count_prompt_locally(rec, view["messages"])
+        out_headers = response_headers(resp.raw_headers, decoded=True)
+        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+        _finish(state, rec)
+        state.memory.finish(exchange())
+        return Response(
+            payload,
+            status_code=resp.status_code,
+            headers=_as_header_map(out_headers),
+            media_type=resp.content_type or "application/json",
+        )
+
+    rec.status = resp.status_code
+    out_headers = response_headers(resp.raw_headers, decoded=True)
+    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+
+    async def relay() -> AsyncIterator[bytes]:
+        watch = _ResponsesStream()
+        try:
+            async for chunk in resp.chunks():
+                if rec.ttfb_s is None:
+                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                watch.feed(chunk)
+                yield chunk
+        except UpstreamStreamError as exc:
+            rec.error_kind = exc.kind
+            yield _sse_error(exc)
+        finally:
+            await resp.aclose()
+            rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+            if not watch.finished and rec.error_kind is None:
+                rec.extra["client_disconnected"] = True
+            _take_responses_usage(rec, watch.usage)
+            if watch.completed:
+                _count_prompt_locally(rec, view["messages"])
+            _finish(state, rec)
+            if watch.completed:
+                state.memory.finish(exchange())
+
+    return Stream(
+        relay(),
+        status_code=resp.status_code,
+        headers=_as_header_map(out_headers),
+        media_type=resp.content_type or "text/event-stream",
+    )

@@ -176,7 +176,7 @@ def test_label_values_are_bounded_and_preinitialised(metrics: Metrics) -> None:
         "embed", "search", "filter", "total",
     }  # fmt: skip
     assert label_values("memgate_request_duration_seconds_count", "route") == {
-        "chat", "passthrough", "memory_api", "admin", "other",
+        "chat", "responses", "passthrough", "memory_api", "admin", "other",
     }  # fmt: skip
     assert label_values("memgate_request_duration_seconds_count", "stream") == {"true", "false"}
     assert label_values("memgate_upstream_duration_seconds_count", "route") >= {
