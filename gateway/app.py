@@ -17,7 +17,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import __version__
+from . import __version__, api_docs
 from .access import AdminThrottle, trusted_networks
 from .admin import ROUTER as ADMIN_ROUTER
 from .background import Background
@@ -33,7 +33,7 @@ from .memory_api import ROUTES as MEMORY_ROUTES
 from .metrics import Metrics
 from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
-from .proxy import chat_completions, passthrough
+from .proxy import chat_completions, passthrough, responses_create
 from .recall import Recaller
 from .redis_server import EmbeddedRedis, EmbeddedRedisError
 from .reembed import keep_carrying_over
@@ -295,7 +295,7 @@ def create_app(
             await store.aclose()
 
     prepare_cache(settings.data_path / "tiktoken")
-    metrics = Metrics(__version__)
+    metrics = Metrics(__version__, models=settings.metrics_model_list)
     state = State(
         {
             "settings": settings,
@@ -309,13 +309,16 @@ def create_app(
     return Litestar(
         route_handlers=[
             chat_completions,
+            responses_create,
             passthrough,
             healthz,
             readyz,
             metrics_endpoint,
             *MEMORY_ROUTES,
             ADMIN_ROUTER,
+            api_docs.assets_router(),
         ],
+        on_startup=[api_docs.install],
         template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(_templates())),
         lifespan=[lifespan],
         state=state,
@@ -324,7 +327,12 @@ def create_app(
             HTTPException: _http_error,
             Exception: _unexpected,
         },
-        openapi_config=OpenAPIConfig(title="memgate", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="memgate",
+            version=__version__,
+            path="/schema",
+            render_plugins=[api_docs.render_plugin()],
+        ),
         middleware=[_count_api_requests(metrics, the_clock)],
         request_max_body_size=settings.max_body_bytes,
         logging_config=None,  # memgate's structlog set-up owns logging (see logs.py)

@@ -212,7 +212,9 @@ def _start_stub(workdir: Path, keep_alive: int = 5) -> _Server:
     return _Server.spawn("stub", port, [sys.executable, "-c", code], dict(os.environ), workdir)
 
 
-def _start_gateway(upstream_url: str, workdir: Path, log_level: str = "warning") -> _Server:
+def _start_gateway(
+    upstream_url: str, workdir: Path, log_level: str = "warning", workers: int = 1
+) -> _Server:
     port = free_port()
     env = dict(os.environ)
     env.update(
@@ -221,8 +223,9 @@ def _start_gateway(upstream_url: str, workdir: Path, log_level: str = "warning")
         MEMGATE_DATA_DIR=str(workdir / "data"),  # embedded Redis and caches: thrown away after
         NO_PROXY=",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.1"])),
     )
-    args = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port"]
-    return _Server.spawn("gateway", port, [*args, str(port)], env, workdir)
+    args = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1"]
+    args += ["--workers", str(workers), "--port", str(port)]
+    return _Server.spawn("gateway", port, args, env, workdir)
 
 
 # --------------------------------------------------------------------------- load generator
@@ -591,7 +594,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_proxy_bench(
-    *, rounds: int = 300, warmup: int = 20, concurrency: int = 32, seconds: float = 3.0
+    *,
+    rounds: int = 300,
+    warmup: int = 20,
+    concurrency: int = 32,
+    seconds: float = 3.0,
+    workers: int = 1,
 ) -> int:
     """Run the benchmark and print its report; 0 when every target started and answered."""
     if rounds < 1 or warmup < 0 or concurrency < 1 or seconds <= 0:
@@ -607,8 +615,8 @@ def run_proxy_bench(
             stub = _start_stub(workdir)
             stack.callback(stub.stop)
             stub.wait_ready("/", expect=404)
-            _progress(f"starting memgate ({redis})")
-            gateway = _start_gateway(stub.url, workdir)
+            _progress(f"starting memgate ({redis}, {workers} worker(s))")
+            gateway = _start_gateway(stub.url, workdir, workers=workers)
             stack.callback(gateway.stop)
             gateway.wait_ready("/readyz", expect=200)
             targets = _targets(stub, gateway)
@@ -632,7 +640,7 @@ def run_proxy_bench(
                 warmup=warmup,
                 concurrency=concurrency,
                 seconds=seconds,
-                redis=redis,
+                redis=f"{redis}, {workers} worker process(es)",
             ),
             flush=True,
         )

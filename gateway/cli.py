@@ -1,51 +1,87 @@
-"""The ``memgate`` command: ``serve`` runs the gateway, ``keys`` manages its API keys,
-``bench`` measures it."""
+"""The memgate command line: run the gateway, show its settings, manage its keys, re-embed
+memories, measure it."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 
-from .config import Settings, open_relay_problem
+from . import __version__
+from .config import Settings, describe, mask_url, open_relay_problem
+
+# The app each worker process builds when ``memgate serve --workers N`` runs several of them.
+WORKER_APP = "gateway.cli:worker_app"
+
+
+_CREDENTIALS = re.compile(r"://[^/@\s]+@")
+
+
+class CommandError(Exception):
+    """A command failed in a way its one-line message fully explains."""
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+def _load_policy(settings: Settings) -> Any:
+    from .policy import PolicyError, load_policy
 
+    try:
+        return load_policy(settings.policy)
+    except PolicyError as exc:
+        raise CommandError(f"bad policy: {exc}") from None
+
+
+def worker_app() -> Any:
+    """The app of one worker process; the parent already resolved the Redis URL (an embedded
+    Redis is started once, by the parent) and put it in the environment."""
     from .app import create_app
     from .logs import configure_logging
-    from .policy import PolicyError, load_policy
-    from .redis_server import EmbeddedRedis, EmbeddedRedisError
 
     settings = Settings.from_env()
     configure_logging(settings.log_level)
+    assert settings.redis_url, "the parent process sets MEMGATE_REDIS_URL for its workers"
+    return create_app(settings, redis_url=settings.redis_url, policy=_load_policy(settings))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .logs import configure_logging
+    from .metrics import MULTIPROC_ENV
+    from .redis_server import EmbeddedRedis, EmbeddedRedisError
+    from .tokens import prepare_cache
+
+    settings = Settings.from_env()
+    host = args.host or settings.host
+    port = args.port or settings.port
+    workers = args.workers or settings.workers
+    configure_logging(settings.log_level)
     log = structlog.get_logger("memgate")
-    try:
-        policy = load_policy(settings.policy)
-    except (PolicyError, OSError) as exc:
-        print(f"memgate: bad policy: {exc}", file=sys.stderr)
-        return 2
+    policy = _load_policy(settings)
     embedded: EmbeddedRedis | None = None
+    metrics_dir: str | None = None
     redis_url = settings.redis_url
     if not redis_url:
         embedded = EmbeddedRedis(settings.data_path / "redis")
         try:
             redis_url = embedded.start()
         except EmbeddedRedisError as exc:
-            print(f"memgate: {exc}", file=sys.stderr)
-            return 1
+            raise CommandError(str(exc)) from None
         log.info("embedded_redis_started", port=embedded.port, data_dir=str(embedded.data_dir))
     try:
-        problem = open_relay_problem(settings, args.host, _count_keys(redis_url))
-    except Exception:
+        problem = open_relay_problem(settings, host, _count_keys(redis_url))
+    except BaseException:
         if embedded is not None:
             embedded.stop()
         raise
@@ -57,27 +93,48 @@ def _serve(args: argparse.Namespace) -> int:
     # Docker and Kubernetes stop with SIGTERM: turn it into a normal exit so the embedded
     # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    server_args: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": "warning",
+        "log_config": None,  # uvicorn's loggers go through memgate's (see logs.py)
+        "access_log": False,
+        # The peer is the socket's address; X-Forwarded-For counts only from
+        # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
+        "proxy_headers": False,
+        "lifespan": "on",
+        "loop": "uvloop",
+        "http": "httptools",
+    }
     try:
-        app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
-        log.info("serving", host=args.host, port=args.port, upstream=settings.upstream_url)
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            log_config=None,  # uvicorn's loggers go through memgate's (see logs.py)
-            access_log=False,
-            # The peer is the socket's address; X-Forwarded-For counts only from
-            # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
-            proxy_headers=False,
-            lifespan="on",
-            loop="uvloop",
-            http="httptools",
+        log.info(
+            "serving",
+            host=host,
+            port=port,
+            workers=workers,
+            upstream=mask_url(settings.upstream_url),
         )
+        if workers == 1:
+            from .app import create_app
+
+            app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
+            uvicorn.run(app, **server_args)
+        else:
+            # Workers are fresh processes that read their settings from the environment:
+            # they share this process's Redis and a metrics folder (prometheus-client's
+            # multi-process mode: a scrape adds up every worker's series, whichever worker
+            # answers it), and find the tokenizer files already in place.
+            prepare_cache(settings.data_path / "tiktoken")
+            metrics_dir = tempfile.mkdtemp(prefix="memgate-metrics-")
+            os.environ[MULTIPROC_ENV] = metrics_dir
+            os.environ["MEMGATE_REDIS_URL"] = redis_url
+            uvicorn.run(WORKER_APP, factory=True, workers=workers, **server_args)
     finally:
         if embedded is not None:
             embedded.stop()
             log.info("embedded_redis_stopped")
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 
@@ -157,30 +214,50 @@ def _keys(args: argparse.Namespace) -> int:
             embedded.stop()
 
 
+def _config(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .policy import default_policy_path
+
+    settings = Settings.from_env()
+    if settings.policy is None:
+        settings = replace(settings, policy=str(default_policy_path()))
+    print("\n".join(describe(settings)))
+    return 0
+
+
 def _reembed(args: argparse.Namespace) -> int:
     import asyncio
 
     from .clock import SystemClock
     from .embed import make_embedder
     from .memories import Memories
-    from .policy import load_policy
-    from .redis_server import EmbeddedRedis
+    from .redis_server import EmbeddedRedis, EmbeddedRedisError
     from .reembed import reembed
     from .store import Store
 
     settings = Settings.from_env()
+    policy = _load_policy(settings)
     embedded = None
     redis_url = settings.redis_url
     if not redis_url:
         embedded = EmbeddedRedis(settings.data_path / "redis")
-        redis_url = embedded.start()
+        try:
+            redis_url = embedded.start()
+        except EmbeddedRedisError as exc:
+            if "already using" in str(exc):
+                raise CommandError(
+                    f"a running memgate holds the embedded Redis in {embedded.data_dir}; "
+                    "stop it first (the gateway itself moves memories of an earlier local "
+                    "model while it runs)."
+                ) from None
+            raise CommandError(str(exc)) from None
 
     async def run() -> int:
         store = Store(redis_url)
         try:
-            memories = Memories(
-                store, make_embedder(settings), load_policy(settings.policy), SystemClock()
-            )
+            await store.check_query_engine()
+            memories = Memories(store, make_embedder(settings), policy, SystemClock())
             return await reembed(memories)
         finally:
             await store.aclose()
@@ -198,7 +275,11 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench import run_proxy_bench
 
     return run_proxy_bench(
-        rounds=args.rounds, warmup=args.warmup, concurrency=args.concurrency, seconds=args.seconds
+        rounds=args.rounds,
+        warmup=args.warmup,
+        concurrency=args.concurrency,
+        seconds=args.seconds,
+        workers=args.workers,
     )
 
 
@@ -206,6 +287,17 @@ def _bench_soak(args: argparse.Namespace) -> int:
     from .bench_soak import run_soak
 
     return run_soak(seconds=args.seconds, concurrency=args.concurrency, users=args.users)
+
+
+def _bench_scenarios(args: argparse.Namespace) -> int:
+    from .scenario_eval import run_scenario_bench
+
+    return run_scenario_bench(
+        scenarios=args.scenarios,
+        prefeval=args.prefeval,
+        no_prefeval=args.no_prefeval,
+        json_out=args.json,
+    )
 
 
 def _sizes(text: str) -> list[int]:
@@ -244,28 +336,64 @@ def _bench_locomo(args: argparse.Namespace) -> int:
     )
 
 
-def _bench_scenarios(args: argparse.Namespace) -> int:
-    from .scenario_eval import run_scenario_bench
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one to show (not for flags and unset options)."""
 
-    return run_scenario_bench(
-        scenarios=args.scenarios,
-        prefeval=args.prefeval,
-        no_prefeval=args.no_prefeval,
-        json_out=args.json,
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memgate",
+        description="memgate: an OpenAI-compatible proxy that gives chat apps careful "
+        "long-term memory. Settings come from MEMGATE_* environment variables "
+        "(see 'memgate config').",
+        formatter_class=_HelpFormatter,
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memgate", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the gateway")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--version", action="version", version=f"memgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Without MEMGATE_REDIS_URL it starts its own Redis "
+        "(once, whatever the number of workers) and stops it on exit.",
+        formatter_class=_HelpFormatter,
+    )
+    serve.add_argument(
+        "--host", default=None, help="address to listen on (default: MEMGATE_HOST, 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=_port, default=None, help="port to listen on (default: MEMGATE_PORT, 8080)"
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="worker processes sharing the port, e.g. one per core (default: MEMGATE_WORKERS, 1)",
+    )
     serve.set_defaults(func=_serve)
-    keys = sub.add_parser("keys", help="issue, list, rotate and revoke gateway keys")
-    actions = keys.add_subparsers(dest="action", required=True)
+    config = sub.add_parser(
+        "config",
+        help="print the effective settings, secrets masked",
+        description="Print every setting as NAME=value, with keys, tokens and URL passwords "
+        "masked, and whether it came from the environment or is the default.",
+        formatter_class=_HelpFormatter,
+    )
+    config.set_defaults(func=_config)
+    keys = sub.add_parser(
+        "keys",
+        help="issue, list, rotate and revoke gateway keys",
+        description="Gateway keys: memgate's own API keys, each mapped to a tenant. With the "
+        "embedded Redis, run this while the gateway is stopped (or use /v1/memory/keys).",
+        formatter_class=_HelpFormatter,
+    )
+    actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="issue a key (its secret is printed once)")
-    create.add_argument("--label", required=True)
+    create.add_argument("--label", required=True, help="a name for the key's owner")
     create.add_argument(
         "--tenant", help="an existing tenant id to map the key to (default: a new tenant)"
     )
@@ -277,32 +405,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     actions.add_parser("list", help="keys without their secrets")
     for name, what in (("rotate", "a new secret, same tenant"), ("revoke", "revoke a key")):
         one = actions.add_parser(name, help=what)
-        one.add_argument("id")
+        one.add_argument("id", help="the key's id")
     actions.add_parser(
         "legacy-tenant",
         help="print the tenant id memgate derived from a client key (read from standard input)",
     )
     keys.set_defaults(func=_keys)
     re_embed = sub.add_parser(
-        "reembed", help="re-embed memories stored under another embedding model"
+        "reembed",
+        help="re-embed memories stored under another embedding model",
+        description="Move memories stored under another embedding model into the current "
+        "model's index (same ids, fields and expiry). With the embedded Redis, stop the "
+        "gateway first.",
+        formatter_class=_HelpFormatter,
     )
     re_embed.set_defaults(func=_reembed)
-    bench = sub.add_parser("bench", help="benchmarks that print figures")
+    bench = sub.add_parser(
+        "bench",
+        help="benchmarks that print figures",
+        description="Benchmarks that print figures; nothing is asserted.",
+        formatter_class=_HelpFormatter,
+    )
     targets = bench.add_subparsers(
         dest="target", required=True, metavar="{proxy,recall,locomo,scenarios,soak}"
     )
-    proxy = targets.add_parser("proxy", help="latency memgate adds to a loopback upstream")
-    proxy.add_argument("--rounds", type=int, default=300)
-    proxy.add_argument("--warmup", type=int, default=20)
-    proxy.add_argument("--concurrency", type=int, default=32)
-    proxy.add_argument("--seconds", type=float, default=3.0)
+    proxy = targets.add_parser(
+        "proxy",
+        help="latency memgate adds to a loopback upstream",
+        description="Send the same requests directly to a loopback upstream and through "
+        "memgate, and print the latency memgate adds and its requests per second.",
+        formatter_class=_HelpFormatter,
+    )
+    proxy.add_argument("--rounds", type=int, default=300, help="timed sequential requests")
+    proxy.add_argument("--warmup", type=int, default=20, help="untimed requests per target")
+    proxy.add_argument(
+        "--concurrency", type=int, default=32, help="requests in flight in the concurrent run"
+    )
+    proxy.add_argument(
+        "--seconds", type=float, default=3.0, help="length of the concurrent run per target"
+    )
+    proxy.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker processes of the gateway under test",
+    )
     proxy.set_defaults(func=_bench)
-    recall = targets.add_parser("recall", help="recall latency at growing numbers of memories")
+    recall = targets.add_parser(
+        "recall",
+        help="recall latency at growing numbers of memories",
+        description="Fill an embedded Redis with generated memories and time recall by stage.",
+        formatter_class=_HelpFormatter,
+    )
     recall.add_argument(
         "--sizes",
         type=_sizes,
         default=[1_000, 10_000, 100_000],
-        help="memories of one user, comma-separated (default 1000,10000,100000)",
+        help="memories of one user, comma-separated",
     )
     recall.add_argument("--queries", type=int, default=200, help="timed recalls per size")
     recall.add_argument("--warmup", type=int, default=20, help="untimed recalls per size")
@@ -320,7 +480,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="distinct sentences embedded; beyond, vectors are reused with noise",
     )
     recall.set_defaults(func=_bench_recall)
-    locomo = targets.add_parser("locomo", help="evidence recall@k on LoCoMo (and PrefEval)")
+    locomo = targets.add_parser(
+        "locomo",
+        help="evidence recall@k on LoCoMo (and PrefEval)",
+        description="Rank LoCoMo's and PrefEval's candidates with several fusions and run "
+        "the recaller end to end (the data sets are not shipped).",
+        formatter_class=_HelpFormatter,
+    )
     locomo.add_argument(
         "--data",
         help="path to locomo10.json (default: "
@@ -338,8 +504,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     locomo.set_defaults(func=_bench_locomo)
     scen = targets.add_parser(
         "scenarios",
-        help="gold recall, false recall and precision per category on recall scenarios, "
-        "and PrefEval through the product path",
+        help="recall quality on scenarios, and PrefEval through the product path",
+        description="Gold recall, false recall and precision per category on recall "
+        "scenarios (the shipped bilingual set by default), and PrefEval's explicit "
+        "preferences through the write path and recall.",
+        formatter_class=_HelpFormatter,
     )
     scen.add_argument("--scenarios", help="scenario file (default: the shipped bilingual set)")
     scen.add_argument(
@@ -350,13 +519,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     scen.add_argument("--no-prefeval", action="store_true", help="skip PrefEval")
     scen.add_argument("--json", help="also write the figures to this JSON file")
     scen.set_defaults(func=_bench_scenarios)
-    soak = targets.add_parser("soak", help="bounded loopback soak with memory on")
-    soak.add_argument("--seconds", type=float, default=600.0)
-    soak.add_argument("--concurrency", type=int, default=200)
+    soak = targets.add_parser(
+        "soak",
+        help="bounded loopback soak with memory on",
+        description="Many concurrent streams with memory on against a loopback upstream "
+        "that closes idle connections; prints errors, answers missing their memories, "
+        "mining jobs lost, added latency and resident memory.",
+        formatter_class=_HelpFormatter,
+    )
+    soak.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
+    soak.add_argument("--concurrency", type=int, default=200, help="streams in flight")
     soak.add_argument("--users", type=int, default=50, help="users with a memory each")
     soak.set_defaults(func=_bench_soak)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
+    return number
+
+
+def _port(text: str) -> int:
+    number = _positive(text)
+    if number > 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
+    return number
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = " ".join(filter(None, ["memgate", args.command, getattr(args, "target", None)]))
+    try:
+        return int(args.func(args))
+    except CommandError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        # One sentence, never a traceback: a traceback can carry settings (URLs with
+        # passwords) and tells an operator less than the cause does.
+        print(f"{command}: {_explain(exc)}", file=sys.stderr)
+        return 1
+
+
+def _explain(exc: Exception) -> str:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+
+    if isinstance(exc, RedisConnectionError):
+        return "cannot reach Redis (check MEMGATE_REDIS_URL and that the server is up)."
+    if isinstance(exc, RedisError):
+        return f"Redis refused the work ({type(exc).__name__}); check MEMGATE_REDIS_URL."
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}."
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"failed with {type(exc).__name__}: {_CREDENTIALS.sub('://***@', first)}"
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ reads is a field here, so the README table and the deploy files can be checked a
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 from dataclasses import dataclass, field, fields
@@ -79,10 +80,20 @@ class Settings:
     redis_timeout: float = 5.0
     """Seconds to connect to Redis and to wait for one reply (a hung Redis fails the call;
     chat recall has its own, shorter budget in the policy)."""
+    metrics_models: str | None = None
+    """Comma-separated model names that get their own ``model`` label on token and upstream
+    latency metrics; unset: the first 20 models the upstream answers with success."""
+    host: str = "127.0.0.1"
+    """Address ``memgate serve`` listens on (``--host`` overrides it)."""
+    port: int = 8080
+    """Port ``memgate serve`` listens on (``--port`` overrides it)."""
+    workers: int = 1
+    """Worker processes of ``memgate serve`` (``--workers`` overrides it)."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
         env = dict(os.environ if env is None else env)
+        check_unknown(env)
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(ENV_PREFIX + f.name.upper())
@@ -95,6 +106,12 @@ class Settings:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser()
+
+    @property
+    def metrics_model_list(self) -> list[str] | None:
+        if self.metrics_models is None:
+            return None
+        return [name.strip() for name in self.metrics_models.split(",") if name.strip()]
 
 
 def is_loopback(host: str) -> bool:
@@ -125,6 +142,57 @@ def env_var_names() -> list[str]:
     return [ENV_PREFIX + f.name.upper() for f in fields(Settings)]
 
 
+# Settings whose values never reach a terminal or a log line in full.
+SECRETS = frozenset({"upstream_api_key", "admin_token"})
+# Settings that are URLs: a password or user in them is masked, the rest is shown.
+URLS = frozenset({"upstream_url", "redis_url"})
+
+
+def check_unknown(env: dict[str, str]) -> None:
+    """Stop start-up on a ``MEMGATE_*`` variable that is no setting: a misspelt name would
+    otherwise be ignored silently and the gateway would run on the default it meant to change."""
+    known = env_var_names()
+    unknown = sorted(name for name in env if name.startswith(ENV_PREFIX) and name not in known)
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else "see the README's configuration table."
+    raise SystemExit(f"memgate: unknown setting {name}; {hint}")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any user and password in it replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, path = rest.partition("/")
+    if "@" not in netloc:
+        return url
+    return f"{scheme}://***@{netloc.rsplit('@', 1)[1]}{slash}{path}"
+
+
+def describe(settings: Settings, env: dict[str, str] | None = None) -> list[str]:
+    """One ``NAME=value`` line per setting, secrets masked, each marked with where it came from
+    (the environment or the built-in default)."""
+    env = dict(os.environ if env is None else env)
+    lines = []
+    for f in fields(Settings):
+        name = ENV_PREFIX + f.name.upper()
+        value = getattr(settings, f.name)
+        if value is None:
+            shown = ""
+        elif f.name in SECRETS:
+            shown = "***"
+        elif f.name in URLS:
+            shown = mask_url(str(value))
+        else:
+            shown = str(value)
+        origin = "environment" if env.get(name) else "default"
+        lines.append(f"{name}={shown}  # {origin}")
+    return lines
+
+
 def check_choice(name: str, value: str) -> str:
     """``value`` when it is one of ``CHOICES[name]``, else a start-up error naming the variable."""
     allowed = CHOICES[name]
@@ -145,7 +213,11 @@ def _coerce(name: str, type_name: Any, raw: str) -> Any:
             return float(raw)
         if text.startswith("int"):
             number = int(raw.replace("_", ""))
-            if number < 0:
+            if (
+                number < 0
+                or (name in ("port", "workers") and number < 1)
+                or (name == "port" and number > 65535)
+            ):
                 raise ValueError(raw)
             return number
         if text.startswith("bool"):

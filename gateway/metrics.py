@@ -16,7 +16,14 @@ return data (zeros) before the first event.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Iterable
+
 from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -25,6 +32,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from .recall import DROP_REASONS
 
@@ -33,9 +41,9 @@ disable_created_metrics()
 
 # --- bounded label values -------------------------------------------------------------------
 
-ROUTES = ("chat", "passthrough", "memory_api", "admin", "other")
+ROUTES = ("chat", "responses", "passthrough", "memory_api", "admin", "other")
 # Routes that call the upstream LLM (upstream latency / time to first byte).
-UPSTREAM_ROUTES = ("chat", "passthrough")
+UPSTREAM_ROUTES = ("chat", "responses", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")
@@ -58,6 +66,14 @@ BACKGROUND_FAILURES = ("error", "overflow", "shutdown")
 # Why a job the LLM extractor could not handle was mined with the rules instead.
 EXTRACTOR_FALLBACK_REASONS = ("unauthorized", "upstream_error", "malformed")
 
+# Token and upstream latency series carry the request's ``model``. The label is bounded: an
+# operator's allow-list (``MEMGATE_METRICS_MODELS``), or else the first ``MODEL_LABEL_CAP`` models
+# the upstream answered successfully (a client cannot fill the slots with names the upstream
+# refuses); every other model, and a request with none, is ``other``.
+OTHER_MODEL = "other"
+MODEL_LABEL_CAP = 20
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,99}")
+
 # --- buckets --------------------------------------------------------------------------------
 
 # Whole-request and upstream latency: LLM calls can take minutes.
@@ -73,6 +89,13 @@ FINE_BUCKETS = (
 COUNT_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 _PREFIX = "memgate_"
+# Set (by ``memgate serve --workers N``) before prometheus-client is imported in a worker: each
+# worker then writes its series to files there and a scrape adds up every worker's.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
 
 
 def _pick(value: object, allowed: tuple[str, ...], fallback: str) -> str:
@@ -119,11 +142,26 @@ class Metrics:
     ``metrics.recall_duration.labels(stage="embed").observe(0.004)``.
     """
 
-    def __init__(self, version: str, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        version: str,
+        registry: CollectorRegistry | None = None,
+        *,
+        models: Iterable[str] | None = None,
+    ) -> None:
         self.version = version
+        self._allowed_models = frozenset(models) if models is not None else None
+        self._seen_models: set[str] = set()
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         p = _PREFIX
+        self._multiprocess = multiprocess_dir()
+        if registry is None and self._multiprocess is None:
+            # The standard process_* (CPU, memory, open files) and python_* (GC, version)
+            # series. With several workers they are left out: each worker is its own process
+            # and a scrape reaches only one of them, so its figures would jump between workers.
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                r.register(collector)
 
         # --- traffic and latency ---
         self.requests = Counter(
@@ -142,7 +180,7 @@ class Metrics:
         self.upstream_duration = Histogram(
             p + "upstream_duration_seconds",
             "Latency of the upstream LLM call (to the last byte of the upstream response).",
-            ["route", "stream"],
+            ["route", "stream", "model"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -156,7 +194,7 @@ class Metrics:
         self.ttfb = Histogram(
             p + "time_to_first_byte_seconds",
             "Time from request start to the first response byte sent to the client.",
-            ["route"],
+            ["route", "model"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -178,16 +216,20 @@ class Metrics:
         self.injected_tokens = Counter(
             p + "injected_tokens_total",
             "Prompt tokens added by injected memories.",
+            ["model"],
             registry=r,
         )
         self.prompt_tokens = Counter(
             p + "prompt_tokens_total",
-            "Prompt tokens reported by the upstream (usage.prompt_tokens).",
+            "Prompt tokens: the upstream's usage.prompt_tokens, or counted by memgate when the "
+            "upstream reports none.",
+            ["model"],
             registry=r,
         )
         self.completion_tokens = Counter(
             p + "completion_tokens_total",
             "Completion tokens reported by the upstream (usage.completion_tokens).",
+            ["model"],
             registry=r,
         )
         self.recall_dropped = Counter(
@@ -230,12 +272,14 @@ class Metrics:
             p + "pending_candidates",
             "Memory candidates waiting for a decision (sampled).",
             registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.memories = Gauge(
             p + "memories",
             "Stored memories by status (sampled).",
             ["status"],
             registry=r,
+            multiprocess_mode="mostrecent",
         )
 
         # --- errors and build ---
@@ -283,6 +327,7 @@ class Metrics:
             "Build information; the value is always 1.",
             ["version"],
             registry=r,
+            multiprocess_mode="max",
         )
         self.build_info.labels(version=version).set(1)
 
@@ -296,8 +341,10 @@ class Metrics:
             self.overhead_duration.labels(route=route)
         for route in UPSTREAM_ROUTES:
             for stream in STREAM_VALUES:
-                self.upstream_duration.labels(route=route, stream=stream)
-            self.ttfb.labels(route=route)
+                self.upstream_duration.labels(route=route, stream=stream, model=OTHER_MODEL)
+            self.ttfb.labels(route=route, model=OTHER_MODEL)
+        for counter in (self.prompt_tokens, self.completion_tokens, self.injected_tokens):
+            counter.labels(model=OTHER_MODEL)
         for stage in RECALL_STAGES:
             self.recall_duration.labels(stage=stage)
         for reason in DROP_REASONS:
@@ -320,6 +367,20 @@ class Metrics:
 
     # --- conveniences (label normalisation in one place) ---
 
+    def model_label(self, model: object, *, accepted: bool) -> str:
+        """The ``model`` label for a request's model; ``accepted``: the upstream answered it
+        with success, so it may take one of the free label slots when no allow-list is set."""
+        if not isinstance(model, str):
+            return OTHER_MODEL
+        if self._allowed_models is not None:
+            return model if model in self._allowed_models else OTHER_MODEL
+        if model in self._seen_models:
+            return model
+        if accepted and len(self._seen_models) < MODEL_LABEL_CAP and _MODEL_NAME.fullmatch(model):
+            self._seen_models.add(model)
+            return model
+        return OTHER_MODEL
+
     def observe_request(
         self,
         route: str,
@@ -338,19 +399,21 @@ class Metrics:
             max(duration, 0.0)
         )
 
-    def observe_upstream(self, route: str, duration: float, *, stream: bool = False) -> None:
-        """Observe the upstream call duration (seconds)."""
+    def observe_upstream(
+        self, route: str, duration: float, *, stream: bool = False, model: str = OTHER_MODEL
+    ) -> None:
+        """Observe the upstream call duration (seconds); ``model`` from :meth:`model_label`."""
         self.upstream_duration.labels(
-            route=normalize_route(route), stream=stream_label(stream)
+            route=normalize_route(route), stream=stream_label(stream), model=model
         ).observe(max(duration, 0.0))
 
     def observe_overhead(self, route: str, duration: float) -> None:
         """Observe the time the gateway added (seconds; negative values clamp to 0)."""
         self.overhead_duration.labels(route=normalize_route(route)).observe(max(duration, 0.0))
 
-    def observe_ttfb(self, route: str, duration: float) -> None:
+    def observe_ttfb(self, route: str, duration: float, *, model: str = OTHER_MODEL) -> None:
         """Observe the time to the first byte sent to the client (seconds)."""
-        self.ttfb.labels(route=normalize_route(route)).observe(max(duration, 0.0))
+        self.ttfb.labels(route=normalize_route(route), model=model).observe(max(duration, 0.0))
 
     def count_upstream_error(self, kind: str) -> None:
         """Count an upstream failure; ``kind`` from ``UPSTREAM_ERROR_KINDS``."""
@@ -371,13 +434,27 @@ class Metrics:
         if n > 0:
             self.recall_dropped.labels(reason=reason).inc(n)
 
-    def count_tokens(self, prompt: int | None = None, completion: int | None = None) -> None:
-        """Add upstream-reported token usage (``None`` / negative values are ignored)."""
-        if prompt and prompt > 0:
-            self.prompt_tokens.inc(prompt)
-        if completion and completion > 0:
-            self.completion_tokens.inc(completion)
+    def count_tokens(
+        self,
+        prompt: int | None = None,
+        completion: int | None = None,
+        injected: int | None = None,
+        *,
+        model: str = OTHER_MODEL,
+    ) -> None:
+        """Add a request's token usage (``None`` / negative values are ignored)."""
+        for counter, amount in (
+            (self.prompt_tokens, prompt),
+            (self.completion_tokens, completion),
+            (self.injected_tokens, injected),
+        ):
+            if amount and amount > 0:
+                counter.labels(model=model).inc(amount)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition for ``GET /metrics``: (payload, content type)."""
+        if self._multiprocess is not None:
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged, path=self._multiprocess)
+            return generate_latest(merged), CONTENT_TYPE_PLAIN_0_0_4
         return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4

@@ -48,8 +48,22 @@ class Exchange:
     injected_ids: list[str]
 
 
+# Puts the rendered memory block into the body to forward: a chat request gets a system
+# message (``inject.insert``); other APIs (the Responses API's ``instructions``) their own way.
+Injector = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
 class MemoryPipeline(Protocol):
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared: ...
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
+        """``body`` is read as a chat request (its ``messages``) for recall; ``inject_into``
+        returns the body to forward with the memory block added."""
+        ...
 
     def finish(self, exchange: Exchange) -> None:
         """Called after the response is complete; must not block (schedule work instead)."""
@@ -59,7 +73,13 @@ class MemoryPipeline(Protocol):
 class NoMemory:
     """Forwards every request unchanged: the pipeline when memory is not wired in."""
 
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
         return Prepared(content=raw)
 
     def finish(self, exchange: Exchange) -> None:
@@ -94,7 +114,13 @@ class MemoryFlow:
         self.time_budget = time_budget_ms / 1000
         self.background = background or Background(metrics)
 
-    async def prepare(self, identity: Identity, body: dict[str, Any], raw: bytes) -> Prepared:
+    async def prepare(
+        self,
+        identity: Identity,
+        body: dict[str, Any],
+        raw: bytes,
+        inject_into: Injector = inject.insert,
+    ) -> Prepared:
         if identity.mode == "off":
             return Prepared(content=raw)
         now = self.clock.now()
@@ -130,7 +156,7 @@ class MemoryFlow:
                 identity.tenant, identity.user, injected_ids, now.timestamp()
             ),
         )
-        new_body = inject.insert(body, result.message)
+        new_body = inject_into(body, result.message)
         return Prepared(
             content=_encoder.encode(new_body),
             injected_ids=injected_ids,
@@ -159,8 +185,8 @@ class MemoryFlow:
         for stage, ms in result.timings_ms.items():
             m.recall_duration.labels(stage).observe(ms / 1000)
         m.memories_injected.observe(len(result.injected))
-        if result.tokens:
-            m.injected_tokens.inc(result.tokens)
+        # Injected tokens are counted by the proxy, which knows whether they were sent (not in
+        # dry-run) and the model label.
         for cand in result.candidates:
             if cand.reason:
                 m.recall_dropped.labels(cand.reason).inc()

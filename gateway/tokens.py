@@ -63,7 +63,8 @@ def prepare_cache(cache_dir: Path) -> set[str]:
                 continue
             if hashlib.sha256(blob).hexdigest() != _SHA256[name]:
                 continue
-            tmp = target.with_suffix(".tmp")
+            # Per process: several workers may build the same file at once.
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(blob)
             tmp.replace(target)
         _available.add(name)
@@ -84,3 +85,34 @@ def encoding_for(model: str) -> tiktoken.Encoding:
 
 def count(text: str, model: str) -> int:
     return len(encoding_for(model).encode(text, disallowed_special=()))
+
+
+# Per message and per reply framing, as OpenAI's chat format adds them (an estimate: tools,
+# images and names are not counted exactly).
+_PER_MESSAGE = 3
+_PER_REPLY = 3
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return " ".join(
+            part["text"]
+            for part in value
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def count_messages(messages: object, model: str) -> int:
+    """Prompt tokens of chat ``messages`` (or Responses ``input`` items), counted offline."""
+    if isinstance(messages, str):
+        return count(messages, model) + _PER_MESSAGE + _PER_REPLY
+    if not isinstance(messages, list):
+        return 0
+    total = _PER_REPLY
+    for message in messages:
+        if isinstance(message, dict):
+            total += _PER_MESSAGE + count(_text(message.get("content")), model)
+    return total

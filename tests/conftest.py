@@ -69,6 +69,8 @@ def upstream(upstream_server: tuple[ServerThread, UpstreamStub]) -> Upstream:
 class Gateway:
     url: str
     settings: Settings
+    server: ServerThread | None = None
+    """The server thread (a test may stop the gateway early; stopping twice is harmless)."""
 
     @property
     def base_url(self) -> str:
@@ -111,7 +113,7 @@ def make_gateway(
         )
         server = ServerThread(app, free_port()).start()
         started.append(server)
-        return Gateway(url=server.url, settings=settings)
+        return Gateway(url=server.url, settings=settings, server=server)
 
     yield factory
     for server in started:

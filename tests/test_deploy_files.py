@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway import __version__
 from gateway.config import env_var_names
 from gateway.metrics import Metrics
 from gateway.policy import parse_policy
@@ -279,7 +280,7 @@ def test_k8s_objects_fit_together() -> None:
     kinds = by_kind()
     assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap", "Secret"} <= set(kinds)
     (deployment,) = kinds["Deployment"]
-    (config_map,) = kinds["ConfigMap"]
+    config_maps = {c["metadata"]["name"]: c for c in kinds["ConfigMap"]}
     (secret,) = kinds["Secret"]
     (hpa,) = kinds["HorizontalPodAutoscaler"]
     pod = deployment["spec"]["template"]
@@ -297,33 +298,38 @@ def test_k8s_objects_fit_together() -> None:
         else ("Secret", e["secretRef"]["name"])
         for e in container["envFrom"]
     }
-    assert refs == {
-        ("ConfigMap", config_map["metadata"]["name"]),
-        ("Secret", secret["metadata"]["name"]),
-    }
+    settings_maps = [name for kind, name in refs if kind == "ConfigMap"]
+    assert len(settings_maps) == 1
+    config_map = config_maps[settings_maps[0]]
+    assert refs == {("ConfigMap", settings_maps[0]), ("Secret", secret["metadata"]["name"])}
+    # settings alone in envFrom: every key is a setting the gateway knows
+    assert set(config_map["data"]) <= set(env_var_names()), set(config_map["data"])
 
-    # the policy file: in the ConfigMap, mounted, and MEMGATE_POLICY points at the mount
+    # the policy file: in its own ConfigMap, mounted as a file, MEMGATE_POLICY points at it
     policy_path = config_map["data"]["MEMGATE_POLICY"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     policy_mounts = [
         m
         for m in mounts.values()
-        if volumes[m["name"]].get("configMap", {}).get("name") == config_map["metadata"]["name"]
+        if volumes[m["name"]].get("configMap", {}).get("name") in config_maps
     ]
-    assert policy_mounts, "the ConfigMap is not mounted"
+    assert len(policy_mounts) == 1, "the policy ConfigMap is not mounted"
     mount = policy_mounts[0]
+    policy_map = config_maps[volumes[mount["name"]]["configMap"]["name"]]
+    assert policy_map is not config_map
     mounted_file = PurePosixPath(mount["mountPath"])
     key = mount.get("subPath") or PurePosixPath(policy_path).name
     if not mount.get("subPath"):
         mounted_file = mounted_file / key
     assert str(mounted_file) == policy_path
-    assert key in config_map["data"]
+    assert list(policy_map["data"]) == [key]
     # the shipped policy is a valid one (the gateway refuses to start on an invalid policy)
-    shipped = parse_policy(config_map["data"][key], "deploy/k8s/configmap.yaml:policy.yaml")
+    shipped = parse_policy(policy_map["data"][key], "deploy/k8s/policy-configmap.yaml:policy.yaml")
     default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
-    assert yaml.safe_load(config_map["data"][key]) == default, (
-        "deploy/k8s/configmap.yaml drifted from policies/default.yaml: run scripts/sync-k8s-policy"
+    assert yaml.safe_load(policy_map["data"][key]) == default, (
+        "deploy/k8s/policy-configmap.yaml drifted from policies/default.yaml: "
+        "run scripts/sync-k8s-policy"
     )
     assert shipped is not None
 
@@ -351,6 +357,59 @@ def test_k8s_objects_fit_together() -> None:
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
     assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     assert any(m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+
+
+def test_one_image_name_everywhere() -> None:
+    """compose builds the image the Kubernetes Deployment runs, tagged with the version."""
+    image = f"memgate:{__version__}"
+    assert compose()["services"]["memgate"]["image"] == image
+    (deployment,) = by_kind()["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == image
+    assert f"-t {image} ." in (DEPLOY / "Dockerfile").read_text()
+
+
+# --- safe defaults -------------------------------------------------------------------------
+
+
+def published_addresses(service: dict[str, Any]) -> list[str]:
+    """The host address of each published port (``[address:]host:container``)."""
+    out = []
+    for port in service.get("ports", []):
+        parts = str(port).rsplit(":", 2)
+        out.append(parts[0] if len(parts) == 3 else "0.0.0.0")
+    return out
+
+
+def test_compose_publishes_only_on_loopback() -> None:
+    services = compose()["services"]
+    for name in ("prometheus", "grafana"):
+        assert published_addresses(services[name]) == ["127.0.0.1"], name
+    # the gateway too, unless the operator sets GATEWAY_ADDRESS
+    assert published_addresses(services["memgate"]) == ["${GATEWAY_ADDRESS:-127.0.0.1}"]
+    for name, service in services.items():
+        if name not in {"memgate", "prometheus", "grafana"}:
+            assert not service.get("ports"), name
+
+
+def test_compose_prometheus_and_grafana_are_locked_down() -> None:
+    services = compose()["services"]
+    assert not any("lifecycle" in arg for arg in services["prometheus"]["command"])
+    grafana = services["grafana"]["environment"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana
+    # the password comes from the environment, with no default to fall back on
+    assert re.fullmatch(
+        r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", grafana["GF_SECURITY_ADMIN_PASSWORD"]
+    )
+    assert "admin/admin" not in (DEPLOY / "README.md").read_text()
+
+
+def test_deploy_readme_says_how_to_put_tls_in_front() -> None:
+    text = (DEPLOY / "README.md").read_text()
+    assert "## TLS" in text
+    for needed in ("proxy_pass http://127.0.0.1:8080", "proxy_buffering off", "ssl_certificate"):
+        assert needed in text, needed
 
 
 # --- Grafana -------------------------------------------------------------------------------
@@ -398,13 +457,20 @@ def test_dashboard_is_plain_provisionable_json(path: Path) -> None:
     assert panels
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids)), "duplicate panel ids"
-    uid = datasource_uid()
+    # Every query goes through the dashboard's datasource variable, so the dashboard works in
+    # any Grafana (imported by hand, with another Prometheus); it defaults to the provisioned one.
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    source = variables["datasource"]
+    assert source["type"] == "datasource" and source["query"] == "prometheus"
+    assert source["current"]["value"] == datasource_uid()
+    uid = "${datasource}"
     for node in walk(board):
         ds = node.get("datasource")
         if isinstance(ds, dict) and ds.get("type") != "grafana":
             assert ds == {"type": "prometheus", "uid": uid}, node.get("title", node)
         else:
             assert ds is None or (isinstance(ds, dict) and ds.get("type") == "grafana"), ds
+    assert datasource_uid() not in text.replace(f'"value": "{datasource_uid()}"', "")
     for panel in panels:
         assert panel["type"] in {"timeseries", "stat"}, panel["title"]
         assert panel["datasource"] == {"type": "prometheus", "uid": uid}
@@ -484,6 +550,15 @@ def test_alert_rules_are_complete() -> None:
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}, rule["alert"]
         assert rule["annotations"]["summary"], rule["alert"]
     exprs = " ".join(r["expr"] for r in rules)
+    by_name = {r["alert"]: r["expr"] for r in rules}
+    # a target is found without a job label (Kubernetes annotation scraping names jobs its
+    # own way), and a target that vanished altogether is caught too
+    assert "job=" not in exprs
+    assert "absent(memgate_build_info)" in by_name["MemgateAbsent"]
+    # upstream failure alerts leave out the client's own 4xx, which has an alert of its own
+    for name in ("MemgateUpstreamErrorRateHigh", "MemgateUpstreamErrorRateCritical"):
+        assert 'kind!="http_4xx"' in by_name[name], name
+    assert 'code=~"4.."' in by_name["MemgateClientErrorRateHigh"]
     for metric in (
         "memgate_upstream_errors_total",
         "memgate_backend_errors_total",

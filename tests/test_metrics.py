@@ -15,14 +15,14 @@ from gateway.metrics import Metrics
 EXPECTED = {
     "memgate_requests": ("counter", {"route", "code", "memory_mode"}),
     "memgate_request_duration_seconds": ("histogram", {"route", "stream"}),
-    "memgate_upstream_duration_seconds": ("histogram", {"route", "stream"}),
+    "memgate_upstream_duration_seconds": ("histogram", {"route", "stream", "model"}),
     "memgate_overhead_duration_seconds": ("histogram", {"route"}),
-    "memgate_time_to_first_byte_seconds": ("histogram", {"route"}),
+    "memgate_time_to_first_byte_seconds": ("histogram", {"route", "model"}),
     "memgate_recall_duration_seconds": ("histogram", {"stage"}),
     "memgate_memories_injected": ("histogram", set()),
-    "memgate_injected_tokens": ("counter", set()),
-    "memgate_prompt_tokens": ("counter", set()),
-    "memgate_completion_tokens": ("counter", set()),
+    "memgate_injected_tokens": ("counter", {"model"}),
+    "memgate_prompt_tokens": ("counter", {"model"}),
+    "memgate_completion_tokens": ("counter", {"model"}),
     "memgate_recall_dropped": ("counter", {"reason"}),
     "memgate_conflicts": ("counter", set()),
     "memgate_corrections": ("counter", set()),
@@ -102,7 +102,7 @@ def test_render_returns_text_exposition(metrics: Metrics) -> None:
 
 
 def test_every_expected_metric_has_the_right_type_and_labels(metrics: Metrics) -> None:
-    fams = families(metrics)
+    fams = {name: f for name, f in families(metrics).items() if name.startswith("memgate_")}
     assert set(fams) == set(EXPECTED), set(fams) ^ set(EXPECTED)
     for name, (typ, labels) in EXPECTED.items():
         fam = fams[name]
@@ -117,10 +117,21 @@ def test_attributes_map_to_metric_names(metrics: Metrics) -> None:
         assert getattr(metrics, attr)._name == name, attr
 
 
+def test_standard_process_and_python_collectors_are_exposed(metrics: Metrics) -> None:
+    fams = families(metrics)
+    for name in ("process_cpu_seconds", "process_resident_memory_bytes", "python_info"):
+        assert name in fams, sorted(fams)
+    assert fams["process_resident_memory_bytes"].samples[0].value > 0
+
+
 def test_naming_conventions(metrics: Metrics) -> None:
     payload, _ = metrics.render()
     text = payload.decode()
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    types = {
+        name: typ
+        for name, typ in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
+        if not name.startswith(("process_", "python_"))
+    }
     assert types
     for name, typ in types.items():
         assert name.startswith("memgate_"), name
@@ -175,7 +186,7 @@ def test_label_values_are_bounded_and_preinitialised(metrics: Metrics) -> None:
         "embed", "search", "filter", "total",
     }  # fmt: skip
     assert label_values("memgate_request_duration_seconds_count", "route") == {
-        "chat", "passthrough", "memory_api", "admin", "other",
+        "chat", "responses", "passthrough", "memory_api", "admin", "other",
     }  # fmt: skip
     assert label_values("memgate_request_duration_seconds_count", "stream") == {"true", "false"}
     assert label_values("memgate_upstream_duration_seconds_count", "route") >= {
@@ -222,8 +233,11 @@ def bucket_bounds(metrics: Metrics, name: str, **labels: str) -> list[float]:
 def test_buckets(metrics: Metrics) -> None:
     for name, labels in (
         ("memgate_request_duration_seconds", {"route": "chat", "stream": "true"}),
-        ("memgate_upstream_duration_seconds", {"route": "chat", "stream": "false"}),
-        ("memgate_time_to_first_byte_seconds", {"route": "chat"}),
+        (
+            "memgate_upstream_duration_seconds",
+            {"route": "chat", "stream": "false", "model": "other"},
+        ),
+        ("memgate_time_to_first_byte_seconds", {"route": "chat", "model": "other"}),
     ):
         bounds = bucket_bounds(metrics, name, **labels)
         assert bounds[0] <= 0.005 and bounds[-2] >= 600 and bounds[-1] == float("inf"), name
@@ -292,17 +306,29 @@ def test_helpers(metrics: Metrics) -> None:
     metrics.count_tokens(prompt=20, completion=7)
     metrics.memories_injected.observe(3)
     assert (
-        value(metrics, "memgate_upstream_duration_seconds_sum", route="chat", stream="false") == 2
+        value(
+            metrics,
+            "memgate_upstream_duration_seconds_sum",
+            route="chat",
+            stream="false",
+            model="other",
+        )
+        == 2
     )
     assert value(metrics, "memgate_overhead_duration_seconds_count", route="chat") == 1
-    assert value(metrics, "memgate_time_to_first_byte_seconds_count", route="passthrough") == 1
+    assert (
+        value(
+            metrics, "memgate_time_to_first_byte_seconds_count", route="passthrough", model="other"
+        )
+        == 1
+    )
     assert value(metrics, "memgate_upstream_errors_total", kind="timeout") == 1
     assert value(metrics, "memgate_upstream_errors_total", kind="http_5xx") == 1
     assert value(metrics, "memgate_backend_errors_total", component="redis") == 1
     assert value(metrics, "memgate_recall_dropped_total", reason="budget") == 3
     assert value(metrics, "memgate_recall_dropped_total", reason="scope") == 0
-    assert value(metrics, "memgate_prompt_tokens_total") == 120
-    assert value(metrics, "memgate_completion_tokens_total") == 7
+    assert value(metrics, "memgate_prompt_tokens_total", model="other") == 120
+    assert value(metrics, "memgate_completion_tokens_total", model="other") == 7
     assert value(metrics, "memgate_memories_injected_bucket", le="2.0") == 0
     assert value(metrics, "memgate_memories_injected_bucket", le="3.0") == 1
     with pytest.raises(ValueError):
@@ -311,6 +337,30 @@ def test_helpers(metrics: Metrics) -> None:
         metrics.count_backend_error("postgres")
     with pytest.raises(ValueError):
         metrics.count_dropped("whim")
+
+
+def test_model_label_is_bounded_to_accepted_models() -> None:
+    metrics = Metrics("x")
+    # a name the upstream refused never takes a slot
+    assert metrics.model_label("junk-1", accepted=False) == "other"
+    assert metrics.model_label("gpt-4o-mini", accepted=True) == "gpt-4o-mini"
+    # once accepted, the model keeps its label even on its failures
+    assert metrics.model_label("gpt-4o-mini", accepted=False) == "gpt-4o-mini"
+    assert metrics.model_label(None, accepted=True) == "other"
+    assert metrics.model_label("bad label\n", accepted=True) == "other"
+    for i in range(m.MODEL_LABEL_CAP * 3):
+        metrics.model_label(f"model-{i}", accepted=True)
+    metrics.count_tokens(prompt=1, model=metrics.model_label("gpt-4o-mini", accepted=True))
+    labels = {s.labels["model"] for s in samples(metrics, "memgate_prompt_tokens_total")}
+    assert "gpt-4o-mini" in labels
+    assert metrics.model_label("model-999", accepted=True) == "other"
+    assert len(metrics._seen_models) == m.MODEL_LABEL_CAP
+
+
+def test_model_allow_list() -> None:
+    metrics = Metrics("x", models=["gpt-4o", "o3"])
+    assert metrics.model_label("gpt-4o", accepted=False) == "gpt-4o"
+    assert metrics.model_label("gpt-4o-mini", accepted=True) == "other"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 from gateway.redis_server import free_port
-from tests.conftest import Gateway
+from tests.conftest import Gateway, GatewayFactory
 from tests.test_deploy_files import DASHBOARDS, DEPLOY, alert_rules, load_dashboard
 
 SCRAPE_INTERVAL = "1s"
@@ -161,13 +162,13 @@ class Prometheus:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def _write_config(path: Path, target: str) -> None:
+def _write_config(path: Path, target: str, job: str = "memgate") -> None:
     config = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
         "rule_files": [str((DEPLOY / "alerts.yml").resolve())],
         "scrape_configs": [
             {
-                "job_name": "memgate",
+                "job_name": job,
                 "scrape_interval": SCRAPE_INTERVAL,
                 "scrape_timeout": SCRAPE_INTERVAL,
                 "metrics_path": "/metrics",
@@ -178,11 +179,13 @@ def _write_config(path: Path, target: str) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-@pytest.fixture
-def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
+@contextmanager
+def _running_prometheus(
+    gateway: Gateway, tmp_path: Path, job: str = "memgate"
+) -> Iterator[Prometheus]:
     binary = _binary("prometheus")
     config = tmp_path / "prometheus.yml"
-    _write_config(config, httpx.URL(gateway.url).netloc.decode())
+    _write_config(config, httpx.URL(gateway.url).netloc.decode(), job)
     port = free_port()
     log = tmp_path / "prometheus.log"
     with log.open("wb") as out:
@@ -222,6 +225,12 @@ def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture
+def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
+    with _running_prometheus(gateway, tmp_path) as server:
+        yield server
 
 
 # --- traffic -------------------------------------------------------------------------------
@@ -335,12 +344,16 @@ def test_dashboard_and_alert_queries_against_real_prometheus(
                 count += 1
     assert count >= 30, count
 
-    # every alert rule: the whole expression parses; its left-hand side has data
+    # every alert rule: the whole expression parses; its left-hand side (or what absent()
+    # looks for) has data
     rules = alert_rules()
     for rule in rules:
         where = f"alerts.yml / {rule['alert']}"
         expr = rule["expr"]
         check(where, expr, need_data=False)
+        if expr.startswith("absent(") and expr.endswith(")"):
+            check(where + " (what it looks for)", expr[len("absent(") : -1])
+            continue
         split = split_comparison(expr)
         check(where + " (left-hand side)", split[0] if split else expr)
 
@@ -365,3 +378,72 @@ def test_dashboard_and_alert_queries_against_real_prometheus(
     _wait_for("MemgateUpstreamErrorRateHigh to be pending", alerting, prometheus)
     rules_json = json.dumps(prometheus.api("rules")["data"])
     assert '"health": "err"' not in rules_json
+
+
+def _alert_expr(name: str) -> str:
+    return next(rule["expr"] for rule in alert_rules() if rule["alert"] == name)
+
+
+def _fires(prometheus: Prometheus, name: str) -> bool:
+    """The alert's condition holds now (its expression returns a series)."""
+    return bool(prometheus.vector(_alert_expr(name)))
+
+
+def test_client_4xx_is_not_an_upstream_failure(gateway: Gateway, prometheus: Prometheus) -> None:
+    """Only refusals (a client's rate limit, a bad body): the client-error alert's condition
+    holds and the upstream-failure alerts' do not."""
+    _wait_for(
+        "the first scrape of memgate",
+        lambda: bool(prometheus.vector("memgate_build_info")),
+        prometheus,
+    )
+    headers = {"Authorization": "Bearer sk-test-prometheus-4xx"}
+    url = f"{gateway.base_url}/chat/completions"
+    messages = [{"role": "user", "content": "hi"}]
+
+    def requests_scraped(count: int) -> bool:
+        total = prometheus.vector("sum(memgate_requests_total)")
+        return bool(total) and float(total[0]["value"][1]) == count
+
+    with httpx.Client(timeout=30.0, headers=headers) as client:
+        # the first refusal creates the series (rate() needs it to exist before it grows)
+        resp = client.post(url, json={"model": "error-429", "messages": messages})
+        assert resp.status_code == 429
+        _wait_for("the first refusal scraped", lambda: requests_scraped(1), prometheus)
+        for _ in range(3):
+            resp = client.post(url, json={"model": "error-429", "messages": messages})
+            assert resp.status_code == 429
+        resp = client.post(url, content=b"{", headers={"content-type": "application/json"})
+        assert resp.status_code == 400
+    _wait_for("every refusal scraped", lambda: requests_scraped(5), prometheus)
+    _wait_for(
+        "MemgateClientErrorRateHigh's condition",
+        lambda: _fires(prometheus, "MemgateClientErrorRateHigh"),
+        prometheus,
+    )
+    (upstream_4xx,) = prometheus.vector('sum(memgate_upstream_errors_total{kind="http_4xx"})')
+    assert upstream_4xx["value"][1] == "4"
+    assert not _fires(prometheus, "MemgateUpstreamErrorRateHigh")
+    assert not _fires(prometheus, "MemgateUpstreamErrorRateCritical")
+
+
+def test_a_target_that_went_away_is_caught(make_gateway: GatewayFactory, tmp_path: Path) -> None:
+    """The scrape job is not called "memgate" (as with Kubernetes annotation discovery): when
+    the gateway stops, MemgateDown's and MemgateAbsent's conditions hold."""
+    gateway = make_gateway()
+    with _running_prometheus(gateway, tmp_path, job="kubernetes-pods") as prometheus:
+        _wait_for(
+            "memgate_build_info scraped",
+            lambda: bool(prometheus.vector("memgate_build_info")),
+            prometheus,
+        )
+        assert not _fires(prometheus, "MemgateDown")
+        assert not _fires(prometheus, "MemgateAbsent")
+        assert gateway.server is not None
+        gateway.server.stop()
+        _wait_for("MemgateDown's condition", lambda: _fires(prometheus, "MemgateDown"), prometheus)
+        _wait_for(
+            "MemgateAbsent's condition", lambda: _fires(prometheus, "MemgateAbsent"), prometheus
+        )
+        (down,) = prometheus.vector(_alert_expr("MemgateDown"))
+        assert down["metric"]["job"] == "kubernetes-pods"

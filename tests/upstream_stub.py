@@ -3,7 +3,8 @@
 Behaviour is chosen by the request's ``model`` so a test can script faults per call:
 ``error-500``, ``error-429``, ``slow`` (sleeps ``slow_seconds``), ``cut-stream`` (drops the
 connection mid-stream), ``stall-stream`` (goes quiet mid-stream), ``gated-stream`` (waits for
-``gate`` before finishing), ``hold-stream`` (streams until the client goes away).
+``gate`` before finishing), ``hold-stream`` (streams until the client goes away), ``no-usage``
+(an upstream that never reports token usage).
 
 A request for memgate's LLM extractor (``response_format`` is the ``memory_candidates`` JSON
 schema) is answered with ``extract_reply`` as the message content (the test decides the
@@ -149,6 +150,8 @@ class UpstreamStub:
         path = scope["path"]
         if path.endswith("/chat/completions"):
             await self._chat(rec, receive, send)
+        elif path.endswith("/responses"):
+            await self._responses(rec, send)
         elif path.endswith("/models"):
             await _json(
                 send,
@@ -208,6 +211,55 @@ class UpstreamStub:
                     }
                 },
             )
+
+    async def _responses(self, rec: Recorded, send: Any) -> None:
+        """The Responses API: one output message, plain or as a stream of events."""
+        data = rec.json()
+        model = data.get("model", "")
+        st = self.state
+        if model == "error-500":
+            await _json(
+                send,
+                500,
+                {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}},
+            )
+            return
+        if not data.get("stream"):
+            await _json(send, 200, _response(model, st.reply_text))
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
+            }
+        )
+        seq = 0
+
+        async def emit(payload: dict[str, Any]) -> None:
+            nonlocal seq
+            payload["sequence_number"] = seq
+            seq += 1
+            await send({"type": "http.response.body", "more_body": True, "body": _event(payload)})
+
+        await emit({"type": "response.created", "response": _response(model, "", "in_progress")})
+        words = st.reply_text.split(" ")
+        for i, word in enumerate(words):
+            await emit(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": "msg_stub",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": word if i == 0 else " " + word,
+                    "logprobs": [],
+                }
+            )
+            if i == 0 and model == "gated-stream":
+                released = await asyncio.to_thread(st.gate.wait, 10.0)
+                st.gate_released_in_time = released
+        await emit({"type": "response.completed", "response": _response(model, st.reply_text)})
+        await send({"type": "http.response.body", "body": b""})
 
     async def _chat(self, rec: Recorded, receive: Any, send: Any) -> None:
         data = rec.json()
@@ -286,10 +338,13 @@ class UpstreamStub:
         if model == "slow":
             await asyncio.sleep(st.slow_seconds)
         if not data.get("stream"):
+            answer = _completion(model, st.reply_text)
+            if model == "no-usage":
+                del answer["usage"]
             await _json(
                 send,
                 200,
-                _completion(model, st.reply_text),
+                answer,
                 extra=[
                     (b"x-request-id", b"req_stub_1"),
                     (b"x-ratelimit-remaining-tokens", b"9999"),
@@ -346,11 +401,53 @@ class UpstreamStub:
                 "body": _chunk(model, {}, finish="stop"),
             }
         )
-        if (data.get("stream_options") or {}).get("include_usage"):
+        if (data.get("stream_options") or {}).get("include_usage") and model != "no-usage":
             await send(
                 {"type": "http.response.body", "more_body": True, "body": _usage_chunk(model)}
             )
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+def _response(model: str, text: str, status: str = "completed") -> dict[str, Any]:
+    done = status == "completed"
+    return {
+        "id": "resp_stub",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": status,
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_stub",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ]
+        if done
+        else [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "usage": {
+            "input_tokens": 13,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 18,
+        }
+        if done
+        else None,
+    }
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
 
 
 async def _json(
