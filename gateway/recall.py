@@ -88,30 +88,29 @@ class Candidate:
 
 @dataclass(slots=True)
 class _Searches:
-    """One recall's searches: the standing lane's tag query, and for users with topical
-    memories the keyword-or-topic query at once, the vector search once embedded."""
+    """One recall's topical searches: the keyword-or-topic query at once, the vector search
+    once the query is embedded."""
 
-    standing: asyncio.Future[dict[str, Memory]]
-    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None  # and topics
-    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None
-    query_vector: np.ndarray | None
+    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
     query_topics: list[str]
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
     embedded_at: float
 
-    def jobs(self) -> list[asyncio.Future[Any]]:
-        return [j for j in (self.standing, self.keywords, self.vector) if j]
-
     @property
     def names(self) -> list[str]:
-        if self.vector is None:
-            return [STANDING]
-        return [STANDING, "keywords", *(["topics"] if self.memory_topics else []), "vector"]
+        return ["keywords", *(["topics"] if self.memory_topics else []), "vector"]
 
     def cancel(self) -> None:
-        for job in self.jobs():
-            _abandon(job)
+        _abandon(self.keywords)
+        _abandon(self.vector)
+
+
+@dataclass(slots=True)
+class _Standing:
+    memories: list[Memory]
+    queried: bool
 
 
 def _abandon(job: asyncio.Future[Any]) -> None:
@@ -178,6 +177,8 @@ class Recaller:
         self.clock = clock
         # Owners seen at their last settings read (insertion-ordered, bounded).
         self._owners: dict[tuple[str, str], _Owner] = {}
+        # Owners' standing memories, with the memory version they were read at (bounded).
+        self._standing_cache: dict[tuple[str, str], tuple[str, list[Memory]]] = {}
 
     async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
         clock = self.clock
@@ -192,13 +193,13 @@ class Recaller:
         store = self.store
         owner = (ident.tenant, ident.user)
         seen = self._owners.get(owner)
-        # The settings read stays the authority, but for a user seen with memories (and not
-        # paused) the searches start beside it, saving its round trip; anyone else costs
-        # only that read when it says there is nothing to recall.
+        # The settings read stays the authority, but for a user seen with topical memories
+        # (and not paused) the topical searches start beside it, saving its round trip;
+        # anyone else costs only that read when it says there is nothing to recall.
         settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
         searches: _Searches | None = None
         try:
-            if seen is not None and not seen.paused:
+            if seen is not None and not seen.paused and _searches_topical(seen):
                 searches = await self._search(ident, text, now, seen)
             settings = await settings_read
         except BaseException:
@@ -224,30 +225,40 @@ class Recaller:
             result.timings_ms = {"total": _ms(clock.monotonic() - started)}
             return result
         self._remember(owner, known)
-        if searches is None or (searches.vector is None and _searches_topical(known)):
+        if searches is None and _searches_topical(known):
+            searches = await self._search(ident, text, now, known)
+        elif searches is not None and not _searches_topical(known):
+            searches.cancel()
+            searches = None
+        try:
+            standing = await self._standing(ident, settings.get("version") or "")
+            hits = await self._gather(searches) if searches else []
+        except BaseException:
             if searches:
                 searches.cancel()
-            searches = await self._search(ident, text, now, known)
-        try:
-            hits = await self._gather(searches)
-        except BaseException:
-            searches.cancel()
             raise
-        t_embed = searches.embedded_at
+        t_embed = searches.embedded_at if searches else clock.monotonic()
         t_search = clock.monotonic()
         spec = self.policy.recall
-        result.query_topics = searches.query_topics
-        result.searches = searches.names
-        for hit, lane in hits:
+        result.searches = [STANDING if standing.queried else "standing_cached"]
+        if searches:
+            result.query_topics = searches.query_topics
+            result.searches += searches.names
+        for hit in hits:
             cand = score(hit, spec)
-            cand.lane = lane
-            if lane == TOPICAL:
-                cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)
-                if cand.topics:
-                    cand.fused += spec.topic_bonus
+            cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
+            if cand.topics:
+                cand.fused += spec.topic_bonus
             result.candidates.append(cand)
-        result.candidates.sort(key=lambda c: (c.lane == TOPICAL, c.fused), reverse=True)
-        await self._check(result, ident, now, searches.query_terms)
+        result.candidates.sort(key=lambda c: c.fused, reverse=True)
+        # the cache holds every scope and expiry: the request sees what Redis's filter would
+        result.candidates += [
+            Candidate(m, 0.0, 0.0, 0.0, lane=STANDING)
+            for m in standing.memories
+            if _in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
+        ]
+        terms = searches.query_terms if searches else frozenset()
+        await self._check(result, ident, now, terms)
         self._select(result, str(body.get("model") or ""))
         t_filter = clock.monotonic()
         result.timings_ms = {
@@ -258,36 +269,41 @@ class Recaller:
         }
         return result
 
+    async def _standing(self, ident: Identity, version: str) -> _Standing:
+        """The owner's standing memories (every scope; checks pick the request's): from
+        this process's cache while the owner's memory version is the one it was read at,
+        else from a tag query, run after the settings read so that a write after that read
+        always changes the version the next recall sees."""
+        owner = (ident.tenant, ident.user)
+        cached = self._standing_cache.get(owner)
+        if cached is not None and version and cached[0] == version:
+            return _Standing(cached[1], queried=False)
+        expr = self.store.standing_filter(ident.tenant, ident.user)
+        found = list(
+            (await self.store.standing_hits(expr, self.policy.recall.standing_pool)).values()
+        )
+        if version:
+            cache = self._standing_cache
+            cache.pop(owner, None)
+            cache[owner] = (version, found)
+            if len(cache) > _SEEN_CAPACITY:
+                del cache[next(iter(cache))]
+        return _Standing(found, queried=True)
+
     async def _search(self, ident: Identity, text: str, now: datetime, plan: _Owner) -> _Searches:
-        """Every search of the recall under way: the standing tag query and, for a user who
-        may have topical memories, the keyword and topic queries, so that Redis runs them
-        while the query is embedded; then the vector search the moment the vector exists.
-        The replies are read afterwards."""
+        """The topical searches under way: the keyword-or-topic query first, so that Redis
+        runs it while the query is embedded, then the vector search the moment the vector
+        exists. The replies are read afterwards."""
         store = self.store
-        filters = {
-            lane: store.recall_filter(
-                ident.tenant,
-                ident.user,
-                project_id=ident.project_id,
-                task=ident.task,
-                now_ts=now.timestamp(),
-                applies="always" if lane == STANDING else "relevant",
-            )
-            for lane in (STANDING, TOPICAL)
-        }
+        expr = store.recall_filter(
+            ident.tenant,
+            ident.user,
+            project_id=ident.project_id,
+            task=ident.task,
+            now_ts=now.timestamp(),
+            applies="relevant",
+        )
         spec = self.policy.recall
-        standing = asyncio.ensure_future(store.standing_hits(filters[STANDING], spec.standing_pool))
-        if not _searches_topical(plan):
-            return _Searches(
-                standing,
-                None,
-                None,
-                None,
-                [],
-                frozenset(),
-                frozenset(),
-                self.clock.monotonic(),
-            )
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         text = redact(text[:2000], self.policy, "high", replacement=" ")
@@ -296,41 +312,29 @@ class Recaller:
         words = search_text(text)
         pool = spec.candidate_pool
         keywords = asyncio.ensure_future(
-            store.text_hits(filters[TOPICAL], words, pool, topics=memory_topics, load=True)
+            store.text_hits(expr, words, pool, topics=memory_topics, load=True)
         )
-        jobs: list[asyncio.Future[Any]] = [standing, keywords]
         try:
             await store.sent()  # before a local embedder holds the loop
             vector = await self.embedder.embed_query(text)
         except BaseException:
-            for job in jobs:
-                _abandon(job)
+            _abandon(keywords)
             raise
         large = plan.count > LARGE_USER
         return _Searches(
-            standing,
             keywords,
-            asyncio.ensure_future(
-                store.vector_hits(filters[TOPICAL], vector, pool, large=large, load=True)
-            ),
-            vector,
+            asyncio.ensure_future(store.vector_hits(expr, vector, pool, large=large, load=True)),
             query_topics,
             frozenset(memory_topics),
             frozenset(words.split()),
             self.clock.monotonic(),
         )
 
-    async def _gather(self, searches: _Searches) -> list[tuple[Hit, str]]:
-        """Every search's hits, each memory once, with its lane."""
-        out: list[tuple[Hit, str]] = []
-        if searches.vector is not None:
-            assert searches.keywords is not None
-            by_vector, near = await searches.vector
-            by_text, worded = await searches.keywords
-            out.extend((h, TOPICAL) for h in merge_hits(by_vector, by_text, near | worded))
-        standing = await searches.standing
-        out.extend((Hit(m), STANDING) for m in standing.values())
-        return out
+    async def _gather(self, searches: _Searches) -> list[Hit]:
+        """The topical searches' hits, each memory once."""
+        by_vector, near = await searches.vector
+        by_text, worded = await searches.keywords
+        return merge_hits(by_vector, by_text, near | worded)
 
     def _remember(self, owner: tuple[str, str], known: _Owner) -> None:
         seen = self._owners

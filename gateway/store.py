@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -388,6 +389,13 @@ class Store:
         pipe.hset(key, mapping=mapping)
         if expire_at is not None:
             pipe.expireat(key, int(expire_at) + 1)
+        self._queue_new_version(pipe, memory.tenant, memory.user)
+
+    def _queue_new_version(self, pipe: Any, tenant: str, user: str) -> None:
+        """Every change to an owner's memories gives them a new version (random, so a deleted
+        and re-created owner never repeats one): recall's cache of standing memories is good
+        only while the version it was read at holds."""
+        pipe.hset(self._key("settings", tenant, user), "version", secrets.token_hex(8))
 
     async def update_memory(
         self, memory: Memory, fields: dict[str, Any], *, expire_at: float | bool | None = False
@@ -400,6 +408,7 @@ class Store:
                 pipe.persist(key)
             elif expire_at is not False:
                 pipe.expireat(key, int(float(expire_at)) + 1)
+            self._queue_new_version(pipe, memory.tenant, memory.user)
             await pipe.execute()
 
     async def get_embeddings(self, tenant: str, user: str, ids: list[str]) -> dict[str, np.ndarray]:
@@ -414,7 +423,11 @@ class Store:
         }
 
     async def delete_memory(self, tenant: str, user: str, memory_id: str) -> bool:
-        return bool(await self.redis.delete(self.memory_key(tenant, user, memory_id)))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.memory_key(tenant, user, memory_id))
+            self._queue_new_version(pipe, tenant, user)
+            deleted, _ = await pipe.execute()
+        return bool(deleted)
 
     async def find_memories(
         self,
@@ -575,6 +588,13 @@ class Store:
         if applies is not None:
             expr = expr & (Tag("applies") == applies)
         return expr
+
+    def standing_filter(self, tenant: str, user: str) -> FilterExpression:
+        """The owner's active standing memories, in every scope (recall's cache holds them
+        for whatever scope a request names)."""
+        return (
+            owner_filter(tenant, user) & (Tag("status") == "active") & (Tag("applies") == "always")
+        )
 
     async def standing_hits(self, expr: FilterExpression, pool: int) -> dict[str, Memory]:
         """Up to ``pool`` memories a tag filter selects: the standing lane, which needs no

@@ -240,13 +240,33 @@ def test_applies_is_part_of_the_record_and_editable(gateway: Gateway) -> None:
 def test_a_user_with_only_standing_memories_costs_no_vector_search(gateway: Gateway) -> None:
     me = User(gateway)
     lang = me.remember("Always answer in English")
-    for _ in range(2):  # the second recall plans from what the first read learnt
-        raw = ask(me, "What's a good name for a cat?")
-        assert me.injected(raw) == [lang]
-        assert me.trace(raw)["searches"] == ["standing"]
-    me.remember("I have a cat named Mochi", type="profile")
     raw = ask(me, "What's a good name for a cat?")
-    assert me.trace(raw)["searches"][-1] == "vector"
+    assert me.injected(raw) == [lang]
+    assert me.trace(raw)["searches"] == ["standing"]  # a tag query, no vector search
+    raw = ask(me, "What's a good name for a cat?")
+    assert me.injected(raw) == [lang]
+    assert me.trace(raw)["searches"] == ["standing_cached"]  # nothing changed since
+    cat = me.remember("I have a cat named Mochi", type="profile")
+    raw = ask(me, "What's a good name for a cat?")
+    assert me.injected(raw) == [cat, lang]
+    # the write changed the owner's version: the standing memories are read again
+    assert me.trace(raw)["searches"][0] == "standing" and me.trace(raw)["searches"][-1] == "vector"
+
+
+def test_the_standing_cache_follows_every_change(gateway: Gateway, upstream: Any) -> None:
+    me = User(gateway)
+    lang = me.remember("Always answer in English")
+    assert me.injected(ask(me, "Explain recursion")) == [lang]
+    httpx.patch(
+        f"{gateway.base_url}/memories/{lang}",
+        headers=me.headers,
+        json={"content": "Always answer in French"},
+    )
+    ask(me, "Explain recursion")
+    assert "French" in (memory_message(upstream) or "")
+    httpx.delete(f"{gateway.base_url}/memories/{lang}", headers=me.headers)
+    other = me.remember("No emojis please", type="format")
+    assert me.injected(ask(me, "Explain recursion")) == [other]
 
 
 # --- the candidate queue ---------------------------------------------------------------------
