@@ -320,8 +320,17 @@ _PLAIN_WORD = re.compile(r"[a-z0-9]+")
 
 
 def plain_words(lowered: str) -> frozenset[str]:
-    """The plain ASCII words of lower-cased text (topic keywords are matched against them)."""
-    return frozenset(_PLAIN_WORD.findall(lowered))
+    """The plain ASCII words of lower-cased text, with plural words also in the singular
+    ("serums" finds "serum"): topic keywords are matched against them."""
+    words = set(_PLAIN_WORD.findall(lowered))
+    for word in list(words):
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            words.add(word[:-1])
+            if word.endswith("es"):
+                words.add(word[:-2])
+            if word.endswith("ies"):
+                words.add(word[:-3] + "y")
+    return frozenset(words)
 
 
 class AppliesSpec(_Model):
