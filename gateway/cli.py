@@ -392,7 +392,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="issue a key (its secret is printed once)")
+
+    def action(name: str, what: str) -> argparse.ArgumentParser:
+        return actions.add_parser(
+            name,
+            help=what,
+            description=what[0].upper() + what[1:] + ".",
+            formatter_class=_HelpFormatter,
+        )
+
+    create = action("create", "issue a key (its secret is printed once)")
     create.add_argument("--label", required=True, help="a name for the key's owner")
     create.add_argument(
         "--tenant", help="an existing tenant id to map the key to (default: a new tenant)"
@@ -402,13 +411,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read the upstream key this key's requests are sent with from standard input",
     )
-    actions.add_parser("list", help="keys without their secrets")
-    for name, what in (("rotate", "a new secret, same tenant"), ("revoke", "revoke a key")):
-        one = actions.add_parser(name, help=what)
-        one.add_argument("id", help="the key's id")
-    actions.add_parser(
+    action("list", "list the keys, without their secrets")
+    for name, what in (
+        ("rotate", "give a key a new secret, same tenant"),
+        ("revoke", "revoke a key"),
+    ):
+        action(name, what).add_argument("id", help="the key's id")
+    action(
         "legacy-tenant",
-        help="print the tenant id memgate derived from a client key (read from standard input)",
+        "print the tenant id memgate derived from a client key (read from standard input)",
     )
     keys.set_defaults(func=_keys)
     re_embed = sub.add_parser(

@@ -43,7 +43,7 @@ def test_plain_response_gets_memories_in_its_instructions(
     # the app's own instructions first, then the memory block; the input untouched
     assert sent["instructions"].startswith("You are a helpful assistant.\n\n")
     assert "I prefer answers in French" in sent["instructions"]
-    assert "<memories id=" in sent["instructions"]
+    assert "<preferences id=" in sent["instructions"]
     assert sent["input"] == "Which language should you answer me in?"
     trace = me.trace(raw)
     assert trace["injected"] == [mid]
