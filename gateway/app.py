@@ -22,7 +22,7 @@ from .access import AdminThrottle, trusted_networks
 from .admin import ROUTER as ADMIN_ROUTER
 from .background import Background
 from .candidates import CandidateQueue
-from .clock import Clock, SystemClock
+from .clock import Clock, EvalAwareClock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
 from .errors import BackendUnavailable, MemgateError, error_body
@@ -221,7 +221,7 @@ def create_app(
     The policy is loaded (and strictly validated) here, so a bad policy stops start-up.
     ``embedded``: the Redis this process started, watched and restarted if it dies.
     """
-    the_clock = clock or SystemClock()
+    the_clock = EvalAwareClock(clock or SystemClock())
     the_policy = policy or load_policy(settings.policy)
     the_embedder = embedder or make_embedder(settings)
 
