@@ -384,3 +384,10 @@ def test_eval_runs_the_shipped_pack_on_its_own_gateway(tmp_path: Path) -> None:
     assert metrics["wrong"]["false_recalls"] > metrics["memory"]["false_recalls"]
     assert metrics["memory"]["answer_checks_passed"] > metrics["off"]["answer_checks_passed"]
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_readme_example_scenario_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("A minimal one:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    (scenario,) = load_eval_scenarios(_write(tmp_path, example))
+    assert [t.at_day for t in scenario.all_turns()] == [0.0, 3.0]
