@@ -21,7 +21,8 @@ from typing import Any
 from litestar import Request
 from litestar.datastructures import State
 
-from .errors import TooManyAttempts, Unauthorized
+from .clock import from_iso, set_eval_now
+from .errors import BadRequest, TooManyAttempts, Unauthorized
 from .identity import TENANT_HEADER, Access, check_tenant, client_key, tenant_for_key
 from .keys import Keyring
 
@@ -124,8 +125,44 @@ def _is_admin_token(given: str | None, token: str | None) -> bool:
     return bool(token and given and hmac.compare_digest(given.encode(), token.encode()))
 
 
+EVAL_TIME_HEADER = "x-memory-eval-time"
+
+
+def apply_eval_time(headers: Mapping[str, str], access: Access) -> None:
+    """``X-Memory-Eval-Time`` (ISO 8601) moves this request's clock, for ``memgate eval``:
+    honoured only when the admin token granted the request (with ``X-Memory-Tenant``, so the
+    simulated time only ever touches a tenant the admin chose); anyone else gets a 400, never
+    a silently moved or silently ignored clock."""
+    value = headers.get(EVAL_TIME_HEADER)
+    if value is None:
+        return
+    if not access.is_admin:
+        raise BadRequest(
+            "X-Memory-Eval-Time is honoured only with the admin token and X-Memory-Tenant.",
+            param=EVAL_TIME_HEADER,
+            code="invalid_header",
+        )
+    try:
+        when = from_iso(value.strip())
+        when.timestamp()
+    except (ValueError, OverflowError):
+        raise BadRequest(
+            "Invalid X-Memory-Eval-Time header: expected an ISO-8601 time.",
+            param=EVAL_TIME_HEADER,
+            code="invalid_header",
+        ) from None
+    set_eval_now(when)
+
+
 async def authorize(request: Request[Any, Any, State]) -> Access:
-    """What this request's credential grants (401/429 when it grants nothing it asked for)."""
+    """What this request's credential grants (401/429 when it grants nothing it asked for);
+    an admin request may also set its simulated time (``apply_eval_time``)."""
+    access = await _authorize(request)
+    apply_eval_time(request.headers, access)
+    return access
+
+
+async def _authorize(request: Request[Any, Any, State]) -> Access:
     state = request.app.state
     settings = state.settings
     headers = request.headers

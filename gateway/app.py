@@ -22,7 +22,7 @@ from .access import AdminThrottle, trusted_networks
 from .admin import ROUTER as ADMIN_ROUTER
 from .background import Background
 from .candidates import CandidateQueue
-from .clock import Clock, SystemClock
+from .clock import Clock, EvalAwareClock, SystemClock
 from .config import Settings
 from .embed import Embedder, make_embedder
 from .errors import BackendUnavailable, MemgateError, error_body
@@ -30,7 +30,7 @@ from .extract_llm import make_extractor
 from .keys import Keyring
 from .memories import Memories
 from .memory_api import ROUTES as MEMORY_ROUTES
-from .metrics import Metrics
+from .metrics import UNUSED_AFTER_DAYS, Metrics
 from .pipeline import MemoryFlow, MemoryPipeline
 from .policy import Policy, load_policy
 from .proxy import chat_completions, passthrough, responses_create
@@ -148,6 +148,11 @@ async def _sample_gauges(store: Store, metrics: Metrics, clock: Clock, every: fl
         try:
             for status, count in (await store.count_by_status()).items():
                 metrics.memories.labels(status).set(count)
+            now = clock.now().timestamp()
+            for days in UNUSED_AFTER_DAYS:
+                aged, unused = await store.count_unused(now - days * 86400)
+                metrics.memories_aged.labels(str(days)).set(aged)
+                metrics.memories_never_injected.labels(str(days)).set(unused)
             pending = await store.count_pending_candidates(clock.now().timestamp())
             metrics.pending_candidates.set(pending)
         except Exception:
@@ -221,7 +226,7 @@ def create_app(
     The policy is loaded (and strictly validated) here, so a bad policy stops start-up.
     ``embedded``: the Redis this process started, watched and restarted if it dies.
     """
-    the_clock = clock or SystemClock()
+    the_clock = EvalAwareClock(clock or SystemClock())
     the_policy = policy or load_policy(settings.policy)
     the_embedder = embedder or make_embedder(settings)
 

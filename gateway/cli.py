@@ -300,6 +300,20 @@ def _bench_scenarios(args: argparse.Namespace) -> int:
     )
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from .eval import run_eval
+
+    return run_eval(
+        scenarios=args.scenarios,
+        arms=args.arms,
+        gateway=args.gateway,
+        upstream=args.upstream,
+        json_out=args.json,
+        chart=args.chart,
+        model=args.model,
+    )
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
@@ -542,6 +556,34 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--concurrency", type=int, default=200, help="streams in flight")
     soak.add_argument("--users", type=int, default=50, help="users with a memory each")
     soak.set_defaults(func=_bench_soak)
+    ev = sub.add_parser(
+        "eval",
+        help="does memory help, and what does wrong memory cost (A/B over scenarios)",
+        description="Runs eval scenarios in three arms (off: X-Memory-Mode off; memory: the "
+        "memories as stored; wrong: plus seeded wrong memories) and prints per arm hit "
+        "precision, false-recall rate, conflict rate, corrections and their cost, repeated "
+        "questions avoided, answer checks passed, memories never used, tokens and latency "
+        "added. Without --gateway it starts a throwaway gateway (embedded Redis in a "
+        "temporary directory) and, without --upstream, a loopback upstream that returns the "
+        "scenarios' recorded answers.",
+        formatter_class=_HelpFormatter,
+    )
+    ev.add_argument("--scenarios", help="eval scenario file (default: the shipped bilingual pack)")
+    ev.add_argument("--arms", default="off,memory,wrong", help="arms to run, comma-separated")
+    ev.add_argument(
+        "--gateway",
+        help="an already running memgate (its admin token in MEMGATE_ADMIN_TOKEN); eval uses "
+        "a throwaway tenant there and deletes its memories afterwards",
+    )
+    ev.add_argument(
+        "--upstream",
+        help="OpenAI-compatible upstream for the throwaway gateway, including /v1 (its key in "
+        "MEMGATE_UPSTREAM_API_KEY); default: recorded answers from a loopback stub",
+    )
+    ev.add_argument("--model", default="gpt-4o-mini", help="model named in each request")
+    ev.add_argument("--json", help="write the metrics, one object per arm, to this file")
+    ev.add_argument("--chart", help="write a PNG chart (benefit next to error cost per arm)")
+    ev.set_defaults(func=_eval)
     return parser
 
 

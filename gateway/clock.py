@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -50,6 +53,41 @@ class ManualClock:
     def set(self, when: datetime) -> None:
         with self._lock:
             self._now = when
+
+
+# The simulated "now" of one request (``memgate eval``), set only for a request whose caller
+# holds the admin token (``access.authorize``); every other request sees its clock's time.
+_EVAL_NOW: ContextVar[datetime | None] = ContextVar("memgate_eval_now", default=None)
+
+
+class EvalAwareClock:
+    """The gateway's clock: ``base``'s time, or the simulated time set for the current
+    request (a context variable, so it reaches that request's background writes and nothing
+    else)."""
+
+    def __init__(self, base: Clock) -> None:
+        self.base = base
+
+    def now(self) -> datetime:
+        simulated = _EVAL_NOW.get()
+        return simulated if simulated is not None else self.base.now()
+
+    def monotonic(self) -> float:
+        return self.base.monotonic()
+
+
+def set_eval_now(when: datetime) -> None:
+    """Simulated time for the rest of the current request (its context)."""
+    _EVAL_NOW.set(when.astimezone(UTC))
+
+
+@contextmanager
+def eval_now(when: datetime) -> Iterator[None]:
+    token = _EVAL_NOW.set(when.astimezone(UTC))
+    try:
+        yield
+    finally:
+        _EVAL_NOW.reset(token)
 
 
 def to_iso(when: datetime | None) -> str | None:

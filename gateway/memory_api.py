@@ -21,6 +21,7 @@ from .errors import BadRequest, NotFound, Unauthorized, WriteRefused
 from .identity import Identity, client_key
 from .keys import Keyring
 from .memories import Memories, WriteOutcome
+from .metrics import UNUSED_AFTER_DAYS
 from .records import Memory
 
 log = structlog.get_logger("memgate.keys")
@@ -338,6 +339,15 @@ async def memory_report(request: Request[Any, Any, State], state: State) -> dict
     for memory in active:
         by_type[memory.type] = by_type.get(memory.type, 0) + 1
     corrected = [m for m in everything if m.status == "superseded" and m.inject_count > 0]
+    signals = _signals(everything, len(corrected), state.clock.now().timestamp())
+    recent = await state.store.recent_traces(ident.tenant, ident.user)
+    recalled = [t for t in recent if "conflicts" in t]
+    signals["recent_requests"] = len(recalled)
+    signals["conflicts_per_request"] = (
+        round(sum(int(t.get("conflicts") or 0) for t in recalled) / len(recalled), 3)
+        if recalled
+        else None
+    )
     return {
         "object": "memory.report",
         "active": len(active),
@@ -346,6 +356,35 @@ async def memory_report(request: Request[Any, Any, State], state: State) -> dict
         "injected_then_corrected": [
             {**_brief(m), "superseded_by": m.superseded_by} for m in corrected
         ],
+        "signals": signals,
+    }
+
+
+def _signals(everything: list[Memory], corrected: int, now_ts: float) -> dict[str, Any]:
+    """The live-traffic signals for one user: corrections per 1,000 injected memories and
+    the share of memories never injected once they are N days old (as on the dashboard)."""
+    injections = sum(m.inject_count for m in everything)
+    aged: dict[str, Any] = {}
+    for days in UNUSED_AFTER_DAYS:
+        old = [
+            m
+            for m in everything
+            if m.status == "active"
+            and m.created_at is not None
+            and m.created_at.timestamp() < now_ts - days * 86400
+        ]
+        unused = sum(m.inject_count == 0 for m in old)
+        aged[str(days)] = {
+            "memories": len(old),
+            "never_injected": unused,
+            "share": round(unused / len(old), 3) if old else None,
+        }
+    return {
+        "injections": injections,
+        "corrections_per_1000_injected": (
+            round(1000 * corrected / injections, 1) if injections else None
+        ),
+        "never_injected_after_days": aged,
     }
 
 

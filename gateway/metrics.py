@@ -58,6 +58,8 @@ CANDIDATE_OUTCOMES = (
 )
 CANDIDATE_DECISIONS = ("confirmed", "rejected", "edited")
 MEMORY_STATUSES = ("active", "superseded", "archived")
+# Ages (days since saved) at which the share of memories never injected is sampled.
+UNUSED_AFTER_DAYS = (7, 30)
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "stream_cut", "http_4xx", "http_5xx")
 BACKEND_COMPONENTS = ("redis", "embedder", "miner")
 # Writes made off the response path, and why one was lost.
@@ -282,6 +284,21 @@ class Metrics:
             multiprocess_mode="mostrecent",
         )
 
+        self.memories_aged = Gauge(
+            p + "memories_aged",
+            "Active memories saved more than after_days days ago (sampled).",
+            ["after_days"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+        self.memories_never_injected = Gauge(
+            p + "memories_never_injected",
+            "Active memories saved more than after_days days ago and never injected (sampled).",
+            ["after_days"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+
         # --- errors and build ---
         self.upstream_errors = Counter(
             p + "upstream_errors_total",
@@ -357,6 +374,9 @@ class Metrics:
             self.extractor_fallbacks.labels(reason=reason)
         for status in MEMORY_STATUSES:
             self.memories.labels(status=status).set(0)
+        for days in UNUSED_AFTER_DAYS:
+            self.memories_aged.labels(after_days=str(days)).set(0)
+            self.memories_never_injected.labels(after_days=str(days)).set(0)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind=kind)
         for component in BACKEND_COMPONENTS:

@@ -83,21 +83,7 @@ def load_scenarios(path: Path = SHIPPED) -> list[Scenario]:
     try:
         scenarios = list(_File.model_validate(raw).scenarios)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = list(err["loc"])
-            where = ""
-            if len(loc) >= 2 and loc[0] == "scenarios" and isinstance(loc[1], int):
-                items = raw.get("scenarios") if isinstance(raw, dict) else None
-                sid = (
-                    items[loc[1]].get("id")
-                    if isinstance(items, list) and isinstance(items[loc[1]], dict)
-                    else None
-                )
-                where = f"scenario {sid or loc[1]!s}: "
-                loc = loc[2:]
-            problems.append(f"{path}: {where}{'.'.join(map(str, loc))}: {err['msg']}")
-        raise ScenarioError("\n".join(problems)) from None
+        raise ScenarioError(validation_problems(path, raw, exc)) from None
     seen: set[str] = set()
     for s in scenarios:
         if s.id in seen:
@@ -109,6 +95,26 @@ def load_scenarios(path: Path = SHIPPED) -> list[Scenario]:
                 if ref not in refs:
                     raise ScenarioError(f"{path}: scenario {s.id}: {key}: unknown memory {ref!r}")
     return scenarios
+
+
+def validation_problems(path: Path, raw: Any, exc: ValidationError) -> str:
+    """One line per problem: the file, the scenario (its id, else its position) and the
+    field's path inside it."""
+    problems = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "scenarios" and isinstance(loc[1], int):
+            items = raw.get("scenarios") if isinstance(raw, dict) else None
+            sid = (
+                items[loc[1]].get("id")
+                if isinstance(items, list) and isinstance(items[loc[1]], dict)
+                else None
+            )
+            where = f"scenario {sid or loc[1]!s}: "
+            loc = loc[2:]
+        problems.append(f"{path}: {where}{'.'.join(map(str, loc))}: {err['msg']}")
+    return "\n".join(problems)
 
 
 @dataclass(slots=True)

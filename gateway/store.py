@@ -519,6 +519,16 @@ class Store:
             out[status] = int(await self.index.query(CountQuery(Tag("status") == status)))
         return out
 
+    async def count_unused(self, saved_before_ts: float) -> tuple[int, int]:
+        """Active memories saved before ``saved_before_ts``, and how many of them were never
+        injected (two counts over the index, all tenants)."""
+        aged = (Tag("status") == "active") & (Num("created_at") < saved_before_ts)
+        unused = aged & (Num("inject_count") == 0)
+        return (
+            int(await self.index.query(CountQuery(aged))),
+            int(await self.index.query(CountQuery(unused))),
+        )
+
     async def owners(self, now_ts: float, limit: int = 1000) -> list[dict[str, Any]]:
         """Tenants and users that have memories or pending candidates, with counts by status.
 
