@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import math
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -156,22 +157,34 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
         return default
 
 
-def _paged(items: list[Any], page: str | None, per_page: str | None) -> dict[str, Any]:
-    """One page of ``items`` and where it sits: numbers start at 1, an out-of-range page
-    shows the last one."""
+@dataclass
+class Paged:
+    """One page of a list and where it sits (numbers start at 1)."""
+
+    rows: list[Any]
+    page: int
+    pages: int
+    per_page: int
+    total: int
+    first: int
+    last: int
+
+
+def _paged(items: list[Any], page: str | None, per_page: str | None) -> Paged:
+    """The page asked for; an out-of-range page shows the nearest one."""
     size = _int(per_page, PER_PAGE, 1, _MAX_PER_PAGE)
     pages = max(1, math.ceil(len(items) / size))
     number = _int(page, 1, 1, pages)
     first = (number - 1) * size
-    return {
-        "items": items[first : first + size],
-        "page": number,
-        "pages": pages,
-        "per_page": size,
-        "total": len(items),
-        "first": first + 1 if items else 0,
-        "last": min(first + size, len(items)),
-    }
+    return Paged(
+        rows=items[first : first + size],
+        page=number,
+        pages=pages,
+        per_page=size,
+        total=len(items),
+        first=first + 1 if items else 0,
+        last=min(first + size, len(items)),
+    )
 
 
 def _page_link(params: dict[str, str], page: int) -> str:
