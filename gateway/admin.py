@@ -391,6 +391,7 @@ async def _user_view(
         paused=await state.store.is_recall_paused(ident.tenant, ident.user),
         traces=traces,
         chart=daily_chart(per_day),
+        chart_days=CHART_DAYS,
         types=sorted(state.policy.types),
         done=done if done in _DONE else None,
         refused=refused,

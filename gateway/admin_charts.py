@@ -141,6 +141,7 @@ class ScoreRow:
     marker: float  # x of the cosine value (clamped to the scale)
     standing: bool
     decision: str
+    unscored: bool  # a standing memory found by its tag alone: no score to draw
 
 
 @dataclass
@@ -209,6 +210,7 @@ def score_chart(candidates: list[dict[str, Any]], policy: Policy) -> ScoreChart:
                 x_of(float(scores.get("vector") or 0.0)),
                 cand.get("lane") == "standing",
                 str(cand.get("decision") or ""),
+                cand.get("lane") == "standing" and not any(b.w > 0 for b in bars),
             )
         )
     ticks = [(x_of(v / 4), f"{v / 4:g}") for v in range(5)]
