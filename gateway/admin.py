@@ -5,18 +5,20 @@ SameSite=Strict cookie, its hash in Redis (expiring with the session, deleted at
 the token itself is never stored in the browser and every sign-in gets its own session. Every
 form carries a CSRF token derived from the session. The page acts through the same services
 as the memory API, as actor ``admin``, so the write gate, history and verified deletes are
-the same. No JavaScript and no build step:
-destructive bulk actions get a confirmation page instead of a script dialog.
+the same. No JavaScript and no build step: every delete gets a confirmation page instead of
+a script dialog, and the charts are inline SVG worked out on the server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import Cookie, State
@@ -24,15 +26,22 @@ from litestar.response import Redirect, Template
 
 from . import identity as identity_mod
 from .access import check_admin_token
-from .admin_text import LANGS, TEXT, pick_lang
+from .admin_charts import SCORE_COLOURS, daily_chart, days_ending, score_chart
+from .admin_text import GATE_REASONS, INVALID_DETAILS, LANGS, pick_lang, translations
 from .clock import from_iso, to_iso
-from .errors import BadRequest, MemgateError, TooManyAttempts, Unauthorized
+from .errors import BadRequest, MemgateError, TooManyAttempts, Unauthorized, WriteRefused
 from .identity import Identity
+from .policy import LEVELS
+from .records import Memory
+from .sensitivity import redact
 
 SESSION_COOKIE = "memgate_admin"
 LANG_COOKIE = "memgate_lang"
 SESSION_SECONDS = 12 * 3600
 _CONFIRM = "yes"
+PER_PAGE = 50
+_MAX_PER_PAGE = 200
+CHART_DAYS = 14
 # The page needs no script, frame or outside resource: say so, and keep it out of caches.
 _SECURITY_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -43,7 +52,7 @@ _SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 
-# Notices shown after a redirect (?done=<key>); the text lives in admin_text.
+# Notices shown after a redirect (?done=<key>); their text lives in the templates.
 _DONE = {
     "saved",
     "deleted",
@@ -54,6 +63,9 @@ _DONE = {
     "confirmed",
     "rejected",
 }
+# The user page's view (filters and page), carried through an edit so a refusal shows the
+# same view again.
+_VIEW_PARAMS = ("status", "project_id", "q", "page", "per_page")
 
 
 def _sign(token: str, message: str) -> str:
@@ -93,15 +105,18 @@ def _page(
 ) -> Template:
     lang = _lang(request)
     session: str | None = getattr(request.state, "admin_session", None)
+    words = translations(lang)
     template = Template(
         template_name=f"admin/{name}.html",
         context={
-            "t": TEXT[lang],
+            "_": words.gettext,
+            "ngettext": words.ngettext,
             "lang": lang,
             "path": request.url.path,
             "signed_in": session is not None,
             "csrf": _csrf(request, session) if session else "",
             "fmt": _fmt,
+            "day": _day,
             **context,
         },
         status_code=status,
@@ -118,7 +133,7 @@ def _page(
 
 
 def _fmt(value: Any) -> str:
-    """Dates as YYYY-MM-DD HH:MM UTC: readable, still unambiguous."""
+    """Times as YYYY-MM-DD HH:MM (UTC), the one date format of the page."""
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, str) and len(value) >= 16 and value[4] == "-" and "T" in value:
@@ -126,9 +141,63 @@ def _fmt(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _day(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d") if value else ""
+
+
 def _user_url(ident: Identity, done: str | None = None) -> str:
     url = f"/admin/users/{quote(ident.tenant)}/{quote(ident.user)}"
     return f"{url}?done={done}" if done else url
+
+
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    try:
+        return min(max(int(value or default), low), high)
+    except ValueError:
+        return default
+
+
+@dataclass
+class Paged:
+    """One page of a list and where it sits (numbers start at 1)."""
+
+    rows: list[Any]
+    page: int
+    pages: int
+    per_page: int
+    total: int
+    first: int
+    last: int
+
+
+def _paged(items: list[Any], page: str | None, per_page: str | None) -> Paged:
+    """The page asked for; an out-of-range page shows the nearest one."""
+    size = _int(per_page, PER_PAGE, 1, _MAX_PER_PAGE)
+    pages = max(1, math.ceil(len(items) / size))
+    number = _int(page, 1, 1, pages)
+    first = (number - 1) * size
+    return Paged(
+        rows=items[first : first + size],
+        page=number,
+        pages=pages,
+        per_page=size,
+        total=len(items),
+        first=first + 1 if items else 0,
+        last=min(first + size, len(items)),
+    )
+
+
+def _page_link(params: dict[str, str], page: int) -> str:
+    kept = {k: v for k, v in params.items() if v and k not in ("page", "done", "lang")}
+    return "?" + urlencode({**kept, "page": page})
+
+
+async def _tenant_labels(state: State) -> dict[str, str]:
+    """Each tenant's name: the labels of the gateway keys mapped to it."""
+    names: dict[str, list[str]] = {}
+    for key in await state.keyring.list():
+        names.setdefault(key.tenant, []).append(key.label)
+    return {tenant: ", ".join(sorted(set(labels))) for tenant, labels in names.items()}
 
 
 async def _form(request: Request[Any, Any, State]) -> dict[str, str]:
@@ -162,14 +231,42 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
 
 @get("/")
 async def home(
-    request: Request[Any, Any, State], state: State, tenant: str | None = None
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: str | None = None,
+    q: str | None = None,
+    page: str | None = None,
+    per_page: str | None = None,
+    done: str | None = None,
 ) -> Template:
+    """Tenants and users, searched by tenant id or name (exactly, via ``tenant``, or a part
+    of it via ``q``) and by user, a page at a time."""
     if await _session(request) is None:
         return _page(request, "login", configured=bool(state.settings.admin_token))
+    labels = await _tenant_labels(state)
     owners = await state.memories.owners()
     if tenant:
         owners = [o for o in owners if o["tenant"] == tenant]
-    return _page(request, "home", owners=owners, tenant=tenant or "")
+    needle = (q or "").strip().casefold()
+    if needle:
+        owners = [
+            o
+            for o in owners
+            if needle in o["user"].casefold()
+            or needle in o["tenant"].casefold()
+            or needle in labels.get(o["tenant"], "").casefold()
+        ]
+    params = {"tenant": tenant or "", "q": q or "", "per_page": per_page or ""}
+    return _page(
+        request,
+        "home",
+        owners=_paged(owners, page, per_page),
+        labels=labels,
+        tenant=tenant or "",
+        q=q or "",
+        link=lambda n: _page_link(params, n),
+        done=done if done in _DONE else None,
+    )
 
 
 @post("/login", status_code=303)
@@ -233,40 +330,112 @@ async def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: st
     return identity_mod.for_admin(tenant, user)
 
 
+async def _user_view(
+    request: Request[Any, Any, State],
+    state: State,
+    ident: Identity,
+    view: dict[str, str],
+    *,
+    status: int = 200,
+    done: str | None = None,
+    refused: dict[str, Any] | None = None,
+) -> Template:
+    """The user page for ``view`` (filters and page); ``refused`` re-shows an edit the write
+    gate refused, with the text as typed and the reasons."""
+    everything = await state.memories.list(ident)
+    candidates = await state.candidates.list(ident)
+    traces = await state.store.recent_traces(ident.tenant, ident.user)
+    days = days_ending(state.clock.now(), CHART_DAYS)
+    per_day = await state.store.daily_recall(ident.tenant, ident.user, days)
+    settings = await state.store.has_settings(ident.tenant, ident.user)
+    known = everything or candidates or traces or settings or any(per_day.values())
+    if not known:
+        return _page(
+            request,
+            "error",
+            status=404,
+            back="/admin",
+            message=translations(_lang(request)).gettext(
+                "No memories, candidates or answers for this user."
+            ),
+        )
+    status_filter, project_filter = view.get("status", ""), view.get("project_id", "")
+    needle = view.get("q", "").strip().casefold()
+    shown = [
+        m
+        for m in everything
+        if (not status_filter or m.status == status_filter)
+        and (not project_filter or m.project_id == project_filter)
+        and (not needle or needle in m.content.casefold())
+    ]
+    if refused is not None and all(m.id != refused["id"] for m in shown):
+        shown.insert(0, next(m for m in everything if m.id == refused["id"]))
+    params = {k: view.get(k, "") for k in _VIEW_PARAMS}
+    labels = await _tenant_labels(state)
+    return _page(
+        request,
+        "user",
+        status=status,
+        ident=ident,
+        tenant_label=labels.get(ident.tenant, ""),
+        memories=_paged(shown, view.get("page"), view.get("per_page")),
+        link=lambda n: _page_link(params, n),
+        view=urlencode({k: v for k, v in params.items() if v}),
+        total=len(everything),
+        projects=sorted({m.project_id for m in everything if m.project_id}),
+        statuses=sorted({m.status for m in everything}),
+        status_filter=status_filter,
+        project_filter=project_filter,
+        q=view.get("q", ""),
+        candidates=candidates,
+        paused=await state.store.is_recall_paused(ident.tenant, ident.user),
+        traces=traces,
+        chart=daily_chart(per_day),
+        chart_days=CHART_DAYS,
+        types=sorted(state.policy.types),
+        done=done if done in _DONE else None,
+        refused=refused,
+    )
+
+
 @get(_USER)
 async def user_page(
     request: Request[Any, Any, State],
     state: State,
     tenant: str,
     user: str,
-    status: str | None = None,
-    project_id: str | None = None,
     done: str | None = None,
 ) -> Template:
     ident = await _signed_in_as(request, tenant, user)
-    everything = await state.memories.list(ident)
-    shown = [
-        m
-        for m in everything
-        if (not status or m.status == status) and (not project_id or m.project_id == project_id)
-    ]
-    return _page(
-        request,
-        "user",
-        ident=ident,
-        memories=shown,
-        total=len(everything),
-        projects=sorted({m.project_id for m in everything if m.project_id}),
-        statuses=sorted({m.status for m in everything}),
-        status_filter=status or "",
-        project_filter=project_id or "",
-        candidates=await state.candidates.list(ident),
-        paused=await state.store.is_recall_paused(ident.tenant, ident.user),
-        traces=await state.store.recent_traces(ident.tenant, ident.user),
-        types=sorted(state.policy.types),
-        done=done if done in _DONE else None,
-        now=to_iso(state.clock.now()),
-    )
+    view = {k: str(request.query_params.get(k) or "") for k in _VIEW_PARAMS}
+    return await _user_view(request, state, ident, view, done=done)
+
+
+def _change_rows(changes: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    """A history entry's changes as rows: ``before → after`` where a value changed, the
+    value alone where it was set (a new memory's source, type, scope)."""
+    rows: list[dict[str, Any]] = []
+    for key, value in (changes or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += _change_rows(value, prefix=f"{name} · ")
+        elif isinstance(value, list) and len(value) == 2 and key != "supersedes":
+            before, after = value
+            if before is None:
+                rows.append({"field": name, "before": None, "after": _shown(after)})
+            else:
+                rows.append({"field": name, "before": _shown(before), "after": _shown(after)})
+        elif value not in (None, [], ""):
+            rows.append({"field": name, "before": None, "after": _shown(value)})
+    return rows
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "—"
+    return _fmt(value)
 
 
 @get(_USER + "/memories/{memory_id:str}")
@@ -276,6 +445,8 @@ async def memory_page(
     ident = await _signed_in_as(request, tenant, user)
     memory = await state.memories.get(ident, memory_id)
     history = await state.store.history(ident.tenant, ident.user, memory_id)
+    for entry in history:
+        entry["rows"] = _change_rows(entry.get("changes") or {})
     return _page(
         request, "memory", ident=ident, m=memory, history=history, types=sorted(state.policy.types)
     )
@@ -293,15 +464,71 @@ async def trace_page(
             "error",
             status=404,
             back=_user_url(ident),
-            message=TEXT[_lang(request)]["trace_gone"],
+            message=translations(_lang(request)).gettext(
+                "No such trace for this user (traces expire)."
+            ),
         )
-    ids = [cand["id"] for cand in trace.get("candidates") or []]
+    candidates = trace.get("candidates") or []
+    ids = [cand["id"] for cand in candidates]
     found = await state.store.load_memories(
         [state.store.memory_key(ident.tenant, ident.user, i) for i in ids]
     )
     by_id = {memory.id: memory.content for memory in found.values()}
     contents = {i: by_id.get(i, "") for i in ids}
-    return _page(request, "trace", ident=ident, trace=trace, contents=contents)
+    return _page(
+        request,
+        "trace",
+        ident=ident,
+        trace=trace,
+        contents=contents,
+        chart=score_chart(candidates, state.policy),
+        colours=SCORE_COLOURS,
+        relevance=state.policy.recall.relevance,
+    )
+
+
+def _explain(
+    reasons: list[str], form: dict[str, str], state: State, lang: str
+) -> list[dict[str, str]]:
+    """Each rule that refused an edit and why, in the page's language."""
+    words = translations(lang)
+    out = []
+    for reason in reasons:
+        why = words.gettext(GATE_REASONS.get(reason, reason))
+        if reason == "invalid":
+            details = _invalid_details(form, state)
+            if details:
+                why = "; ".join(words.gettext(INVALID_DETAILS[d]) for d in details)
+                why = why.format(limit=state.policy.limits.max_content_chars)
+        out.append({"rule": reason, "why": why})
+    return out
+
+
+def _invalid_details(form: dict[str, str], state: State) -> list[str]:
+    found = []
+    content = form.get("content", "")
+    if not content.strip():
+        found.append("empty")
+    if len(content.strip()) > state.policy.limits.max_content_chars:
+        found.append("too_long")
+    if form.get("type") and form["type"] not in state.policy.types:
+        found.append("type")
+    day = form.get("expires_on", "")
+    if day:
+        try:
+            if from_iso(f"{day}T23:59:59Z") <= state.clock.now():
+                found.append("expiry_past")
+        except ValueError:
+            found.append("expiry_format")
+    return found
+
+
+def _storable(text: str, state: State) -> str:
+    """``text`` with whatever the policy would not store taken out (the page may show an
+    admin what they typed, but never a secret back)."""
+    sensitivity = state.policy.sensitivity
+    floor = next((lvl for lvl in LEVELS if not sensitivity.may_store(lvl)), None)
+    return redact(text, state.policy, min_level=floor) if floor else text
 
 
 @post(_USER + "/memories/{memory_id:str}/edit", status_code=303)
@@ -311,6 +538,33 @@ async def edit_memory(
     ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
     memory = await state.memories.get(ident, memory_id)
+    view = dict(parse_qsl(form.get("view", "")))
+    view = {k: v for k, v in view.items() if k in _VIEW_PARAMS}
+    try:
+        changes = _edits(form, memory)
+        if changes:
+            await state.memories.update(ident, memory_id, changes, actor="admin")
+    except (WriteRefused, BadRequest) as exc:
+        reasons = list(exc.extra.get("reasons") or ["invalid"])
+        if isinstance(exc, BadRequest) and exc.param != "expires_on":
+            raise
+        refused = {
+            "id": memory_id,
+            "content": _storable(form.get("content", ""), state),
+            "type": form.get("type") or memory.type,
+            "applies": form.get("applies") or memory.applies,
+            "expires_on": form.get("expires_on", ""),
+            "reasons": _explain(reasons, form, state, _lang(request)),
+        }
+        return await _user_view(request, state, ident, view, status=422, refused=refused)
+    target = _user_url(ident)
+    return Redirect(
+        target + "?" + urlencode({**{k: v for k, v in view.items() if v}, "done": "saved"}),
+        status_code=303,
+    )
+
+
+def _edits(form: dict[str, str], memory: Memory) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if form.get("content", "").strip() and form["content"].strip() != memory.content:
         changes["content"] = form["content"].strip()
@@ -319,23 +573,26 @@ async def edit_memory(
     if form.get("applies") and form["applies"] != memory.applies:
         changes["applies"] = form["applies"]
     if "expires_on" in form:
-        changes.update(_expiry_change(form["expires_on"], memory.expires_at))
-    if changes:
-        await state.memories.update(ident, memory_id, changes, actor="admin")
-    return Redirect(_user_url(ident, "saved"), status_code=303)
+        changes.update(_expiry_change(form["expires_on"].strip(), memory.expires_at))
+    return changes
 
 
 def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
-    """A date input: empty clears the expiry, a day means the end of that day (UTC)."""
-    shown = current.strftime("%Y-%m-%d") if current else ""
-    if day == shown:
+    """A YYYY-MM-DD field: empty clears the expiry, a day means the end of that day (UTC)."""
+    if day == _day(current):
         return {}
     if not day:
         return {"expires_at": None}
     try:
+        if len(day) != 10:
+            raise ValueError(day)
         when = from_iso(f"{day}T23:59:59Z")
     except ValueError:
-        raise BadRequest("The expiry must be a date (YYYY-MM-DD).", param="expires_on") from None
+        raise BadRequest(
+            "The expiry must be a date (YYYY-MM-DD).",
+            param="expires_on",
+            extra={"reasons": ["invalid"]},
+        ) from None
     return {"expires_at": to_iso(when)}
 
 
@@ -343,8 +600,12 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 async def delete_memory(
     request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
 ) -> Response[Any]:
+    """Delete one memory: the first post shows it and asks for confirmation."""
     ident = await _signed_in_as(request, tenant, user)
-    await _form(request)
+    form = await _form(request)
+    memory = await state.memories.get(ident, memory_id)
+    if form.get("confirm") != _CONFIRM:
+        return _page(request, "confirm", ident=ident, memory=memory, count=1)
     await state.memories.delete(ident, memory_id, actor="admin")
     return Redirect(_user_url(ident, "deleted"), status_code=303)
 
@@ -370,14 +631,27 @@ async def delete_many(
             project_id=project,
             everything=everything,
             count=len(affected),
+            memory=None,
         )
     await state.memories.delete_where(
         ident, project_id=project, everything=everything, actor="admin"
     )
     await state.candidates.forget(ident, project_id=project)
-    return Redirect(
-        _user_url(ident, "deleted_all" if everything else "deleted_project"), status_code=303
-    )
+    done = "deleted_all" if everything else "deleted_project"
+    if everything and not await _has_anything(state, ident):
+        # Nothing left to show for this user: back to the list, with the notice.
+        return Redirect(
+            "/admin?" + urlencode({"tenant": ident.tenant, "done": done}), status_code=303
+        )
+    return Redirect(_user_url(ident, done), status_code=303)
+
+
+async def _has_anything(state: State, ident: Identity) -> bool:
+    if await state.memories.list(ident) or await state.candidates.list(ident):
+        return True
+    if await state.store.recent_traces(ident.tenant, ident.user):
+        return True
+    return await state.store.has_settings(ident.tenant, ident.user)
 
 
 @post(_USER + "/recall", status_code=303)

@@ -1,201 +1,71 @@
-"""The admin page's words, in English and Chinese: the page follows the browser's language
-(or the switch on the page); memory content is shown as the user wrote it."""
+"""The admin page's words: English message ids, translated through gettext catalogs.
+
+The English text is the message id (``_("Clear")``), so a word can never collide with
+anything else the way keys of a lookup table can (``t.clear`` on a dict is the dict's
+method). Catalogs are ``locale/<lang>/LC_MESSAGES/admin.po`` inside the package, compiled
+by Babel once per process; a message without a translation falls back to English. The page
+follows the browser's language or the switch on the page; memory content is shown as the
+user wrote it.
+"""
 
 from __future__ import annotations
 
-LANGS = ("en", "zh")
+import gettext
+from functools import cache
+from importlib import resources
+from io import BytesIO
 
-TEXT: dict[str, dict[str, str]] = {
-    "en": {
-        "title": "memgate admin",
-        "sign_in": "Sign in",
-        "sign_out": "Sign out",
-        "admin_token": "Admin token",
-        "wrong_token": "That is not the admin token.",
-        "locked": "Too many wrong tokens from this address: try again in {seconds} s.",
-        "not_configured": "The admin page is off: start memgate with MEMGATE_ADMIN_TOKEN set.",
-        "owners": "Tenants and users",
-        "owners_none": "No memories or pending candidates yet.",
-        "tenant": "Tenant",
-        "user": "User",
-        "filter": "Filter",
-        "clear": "Clear",
-        "active": "Active",
-        "superseded": "Superseded",
-        "archived": "Archived",
-        "pending": "Pending",
-        "open": "Open",
-        "memories": "Memories",
-        "memories_none": "No memories.",
-        "of_total": "of",
-        "content": "Content",
-        "type": "Type",
-        "applies": "Applies",
-        "applies_always": "always (standing)",
-        "applies_relevant": "when relevant",
-        "source": "Source",
-        "scope": "Scope",
-        "project": "Project",
-        "status": "Status",
-        "all": "All",
-        "confirmed": "Confirmed",
-        "expires": "Expires",
-        "never": "never",
-        "used": "Used",
-        "last_used": "Last used",
-        "actions": "Actions",
-        "save": "Save",
-        "delete": "Delete",
-        "details": "History",
-        "recall": "Recall",
-        "recall_on": "Recall is on: memories are added to this user's requests.",
-        "recall_paused": "Recall is paused: no memory is added to this user's requests.",
-        "pause": "Pause recall",
-        "resume": "Resume recall",
-        "queue": "Pending candidates",
-        "queue_none": "Nothing waiting for confirmation.",
-        "inference": "model inference",
-        "correction": "correction of",
-        "confirm": "Confirm",
-        "reject": "Reject",
-        "edit_hint": "Edit the text or type before confirming if needed.",
-        "danger": "Bulk delete",
-        "delete_project": "Delete this project's memories",
-        "delete_all": "Delete all of this user's memories",
-        "confirm_title": "Please confirm",
-        "confirm_project": "Delete {count} memories of project “{project}” for user {user}?",
-        "confirm_all": "Delete all {count} memories of user {user}?",
-        "cannot_undo": "This cannot be undone. Deleted memories are never recalled again.",
-        "yes_delete": "Yes, delete",
-        "cancel": "Cancel",
-        "traces": "Recent answers",
-        "traces_none": "No traced answers (traces expire).",
-        "trace": "Trace",
-        "trace_lookup": "Trace id",
-        "show": "Show",
-        "trace_gone": "No such trace for this user (traces expire).",
-        "time": "Time",
-        "mode": "Mode",
-        "injected": "Injected",
-        "tokens": "Tokens",
-        "candidates": "Candidates",
-        "scores": "Scores (vector / text / fused)",
-        "decision": "Decision",
-        "reason": "Reason",
-        "timings": "Time per stage (ms)",
-        "query_hash": "Query hash",
-        "skipped": "Skipped",
-        "error": "Error",
-        "back": "Back",
-        "history": "History",
-        "actor": "By",
-        "action": "Action",
-        "changes": "Changes",
-        "gone": "(deleted)",
-        "done_saved": "Saved.",
-        "done_deleted": "Memory deleted.",
-        "done_deleted_project": "The project's memories were deleted.",
-        "done_deleted_all": "All memories of this user were deleted.",
-        "done_paused": "Recall paused.",
-        "done_resumed": "Recall resumed.",
-        "done_confirmed": "Candidate confirmed: it is now a memory.",
-        "done_rejected": "Candidate rejected: it will not be proposed again.",
-    },
-    "zh": {
-        "title": "memgate 管理",
-        "sign_in": "登录",
-        "sign_out": "退出",
-        "admin_token": "管理员令牌",
-        "wrong_token": "管理员令牌不正确。",
-        "locked": "该地址输错令牌的次数过多，请 {seconds} 秒后再试。",
-        "not_configured": "管理页面未开启：请设置 MEMGATE_ADMIN_TOKEN 后启动 memgate。",
-        "owners": "租户与用户",
-        "owners_none": "还没有记忆或待确认的候选。",
-        "tenant": "租户",
-        "user": "用户",
-        "filter": "筛选",
-        "clear": "清除",
-        "active": "有效",
-        "superseded": "已被取代",
-        "archived": "已归档",
-        "pending": "待确认",
-        "open": "查看",
-        "memories": "记忆",
-        "memories_none": "没有记忆。",
-        "of_total": "/",
-        "content": "内容",
-        "type": "类型",
-        "applies": "生效方式",
-        "applies_always": "始终（长期偏好）",
-        "applies_relevant": "相关时",
-        "source": "来源",
-        "scope": "范围",
-        "project": "项目",
-        "status": "状态",
-        "all": "全部",
-        "confirmed": "确认时间",
-        "expires": "过期时间",
-        "never": "不过期",
-        "used": "使用次数",
-        "last_used": "最近使用",
-        "actions": "操作",
-        "save": "保存",
-        "delete": "删除",
-        "details": "历史",
-        "recall": "召回",
-        "recall_on": "召回已开启：该用户的请求会附带记忆。",
-        "recall_paused": "召回已暂停：该用户的请求不会附带任何记忆。",
-        "pause": "暂停召回",
-        "resume": "恢复召回",
-        "queue": "待确认的候选记忆",
-        "queue_none": "没有待确认的内容。",
-        "inference": "模型推断",
-        "correction": "更正自",
-        "confirm": "确认",
-        "reject": "拒绝",
-        "edit_hint": "如有需要，可先修改内容或类型再确认。",
-        "danger": "批量删除",
-        "delete_project": "删除该项目的记忆",
-        "delete_all": "删除该用户的全部记忆",
-        "confirm_title": "请确认",
-        "confirm_project": "删除用户 {user} 在项目“{project}”中的 {count} 条记忆？",
-        "confirm_all": "删除用户 {user} 的全部 {count} 条记忆？",
-        "cannot_undo": "此操作无法撤销。删除的记忆不会再被召回。",
-        "yes_delete": "确认删除",
-        "cancel": "取消",
-        "traces": "最近的回答",
-        "traces_none": "没有可查看的回答记录（记录会过期）。",
-        "trace": "记录",
-        "trace_lookup": "记录 ID",
-        "show": "查看",
-        "trace_gone": "该用户没有这条记录（记录会过期）。",
-        "time": "时间",
-        "mode": "模式",
-        "injected": "已注入",
-        "tokens": "令牌数",
-        "candidates": "候选",
-        "scores": "得分（向量 / 文本 / 融合）",
-        "decision": "结果",
-        "reason": "原因",
-        "timings": "各阶段耗时（毫秒）",
-        "query_hash": "查询哈希",
-        "skipped": "跳过",
-        "error": "错误",
-        "back": "返回",
-        "history": "历史",
-        "actor": "操作者",
-        "action": "动作",
-        "changes": "变更",
-        "gone": "（已删除）",
-        "done_saved": "已保存。",
-        "done_deleted": "记忆已删除。",
-        "done_deleted_project": "该项目的记忆已删除。",
-        "done_deleted_all": "该用户的全部记忆已删除。",
-        "done_paused": "召回已暂停。",
-        "done_resumed": "召回已恢复。",
-        "done_confirmed": "候选已确认，已成为记忆。",
-        "done_rejected": "候选已拒绝，不会再次提出。",
-    },
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+
+LANGS = ("en", "zh")
+DOMAIN = "admin"
+
+
+def catalog_path(lang: str) -> resources.abc.Traversable:
+    return resources.files("gateway").joinpath(f"locale/{lang}/LC_MESSAGES/{DOMAIN}.po")
+
+
+@cache
+def translations(lang: str) -> gettext.NullTranslations:
+    """The page's translations for ``lang`` (English: the message ids themselves)."""
+    if lang not in LANGS or lang == "en":
+        return gettext.NullTranslations()
+    with catalog_path(lang).open("rb") as po:
+        catalog = read_po(po, locale=lang, domain=DOMAIN)
+    compiled = BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+def N_(message: str) -> str:
+    """Marks a message for extraction where it is defined; it is translated where shown."""
+    return message
+
+
+# Why the write gate refused a draft, by the reason it gives (gateway.gate.REASONS).
+GATE_REASONS = {
+    "sensitive": N_(
+        "it contains a secret or sensitive personal data, which the policy does not store "
+        "(the sensitive part was removed from the text below)"
+    ),
+    "model_inference": N_("it is the model's inference, stored only after the user confirms it"),
+    "one_time": N_(
+        "it reads as a one-off request for this conversation, not something to remember "
+        "(policy: one_time)"
+    ),
+    "unconfirmed": N_("its source is stored only after the user confirms it"),
+    "duplicate": N_("the same memory is already stored"),
+    "invalid": N_("a field is not valid"),
+}
+# What exactly made a draft invalid, when the page can tell.
+INVALID_DETAILS = {
+    "empty": N_("the content is empty"),
+    "too_long": N_("the content is longer than {limit} characters"),
+    "expiry_past": N_("the expiry date is not in the future"),
+    "expiry_format": N_("the expiry must be a date written YYYY-MM-DD"),
+    "type": N_("the type is not one of the policy's types"),
 }
 
 

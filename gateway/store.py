@@ -36,6 +36,9 @@ _MEMORY_INDEX = f"{KEY_ROOT}-mem-"
 _MEMORY_KEYS = f"{KEY_ROOT}:mem:"
 RECENT_TRACES = 50
 _MAX_PAGE = 10_000
+# Per user and day, how many memories recall injected and dropped (by reason): counts only,
+# kept this long for the admin page's chart.
+DAILY_DAYS = 31
 
 
 class QueryEngineMissing(RuntimeError):
@@ -529,10 +532,12 @@ class Store:
             int(await self.index.query(CountQuery(unused))),
         )
 
-    async def owners(self, now_ts: float, limit: int = 1000) -> list[dict[str, Any]]:
-        """Tenants and users that have memories or pending candidates, with counts by status.
+    async def owners(self, now_ts: float) -> list[dict[str, Any]]:
+        """Every tenant and user that has memories or pending candidates, with counts by
+        status, sorted by tenant then user; the caller pages and searches them.
 
-        One FT.AGGREGATE over the index plus a SCAN of the candidate index sets: an admin
+        One FT.AGGREGATE over the index (its LIMIT sized to the document count, which bounds
+        the groups, so none is cut off) plus a SCAN of the candidate index sets: an admin
         overview, not a request-path query.
         """
         found: dict[tuple[str, str], dict[str, Any]] = {}
@@ -542,10 +547,11 @@ class Store:
                 (tenant, user), {"tenant": tenant, "user": user, "statuses": {}, "pending": 0}
             )
 
+        documents = int(await self.index.query(CountQuery(FilterExpression("*"))))
         request = (
             AggregateRequest("*")
             .group_by(["@tenant", "@user", "@status"], reducers.count().alias("n"))
-            .limit(0, limit * 3)
+            .limit(0, max(documents, 1))
         )
         result = await self.index.aggregate(request)
         for raw in result.rows:
@@ -557,7 +563,7 @@ class Store:
             pending = int(await self.redis.zcount(key, f"({now_ts}", "+inf"))
             if pending:
                 row(tenant, user)["pending"] = pending
-        return sorted(found.values(), key=lambda r: (r["tenant"], r["user"]))[:limit]
+        return sorted(found.values(), key=lambda r: (r["tenant"], r["user"]))
 
     async def count_pending_candidates(self, now_ts: float) -> int:
         """All users' unexpired candidates (index sets are scored by expiry time).
@@ -803,7 +809,30 @@ class Store:
             pipe.lpush(recent, trace_id)
             pipe.ltrim(recent, 0, RECENT_TRACES - 1)
             pipe.expire(recent, ttl_seconds)
+            day = str(trace.get("created_at") or "")[:10]
+            if len(day) == 10:
+                daily = self._key("daily", tenant, user, day)
+                for field, count in _daily_counts(trace).items():
+                    pipe.hincrby(daily, field, count)
+                pipe.expire(daily, DAILY_DAYS * 86400)
             await pipe.execute()
+
+    async def daily_recall(
+        self, tenant: str, user: str, days: Sequence[str]
+    ) -> dict[str, dict[str, int]]:
+        """Per day (YYYY-MM-DD, as given): answers traced, memories injected, and memories
+        dropped as ``dropped:<reason>``; a day without answers is an empty dict."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for day in days:
+                pipe.hgetall(self._key("daily", tenant, user, day))
+            rows = await pipe.execute()
+        return {
+            day: {_s(k): int(v) for k, v in row.items()}
+            for day, row in zip(days, rows, strict=True)
+        }
+
+    async def has_settings(self, tenant: str, user: str) -> bool:
+        return bool(await self.redis.exists(self._key("settings", tenant, user)))
 
     async def recent_traces(self, tenant: str, user: str) -> list[dict[str, Any]]:
         """The user's latest traces that have not expired, newest first."""
@@ -824,7 +853,7 @@ class Store:
     async def forget_user(self, tenant: str, user: str, *, keep: Iterable[str] = ()) -> int:
         """Delete every per-user key but the memories' history and the ``keep`` kinds:
         candidates, rejected content keys, traces, settings. Returns how many went."""
-        kinds = ("cand", "trace")
+        kinds = ("cand", "trace", "daily")
         singles = ("candidx", "candkeys", "candrej", "candlast", "traces", "settings")
         doomed = [self._key(k, tenant, user) for k in singles if k not in set(keep)]
         for kind in kinds:
@@ -1019,6 +1048,18 @@ def search_results(reply: Any, *, with_scores: bool) -> list[dict[bytes, Any]]:
             row[b"score"] = float(reply[i + 1])
         rows.append(row)
     return rows
+
+
+def _daily_counts(trace: dict[str, Any]) -> dict[str, int]:
+    """What one traced answer adds to its day: the answer, what was injected (sent, so not
+    in dry-run), and every dropped candidate under its reason."""
+    counts = {"answers": 1, "injected": len(trace.get("injected") or [])}
+    for cand in trace.get("candidates") or []:
+        reason = cand.get("reason")
+        if reason and _TAG_VALUE.fullmatch(str(reason)):
+            key = f"dropped:{reason}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _s(value: Any) -> str:

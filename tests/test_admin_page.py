@@ -92,6 +92,8 @@ def test_sign_in_confirm_a_candidate_see_it_delete_it(gateway: Gateway, page: Pa
 
     page.reload()
     page.locator(f"tr[data-memory='{memory['id']}']").get_by_role("button", name="Delete").click()
+    expect(page.locator("#doomed")).to_contain_text(cand["content"])  # asked first
+    page.get_by_role("button", name="Yes, delete").click()
     expect(page.get_by_role("status")).to_have_text("Memory deleted.")
     expect(page.locator(f"tr[data-memory='{memory['id']}']")).to_have_count(0)
     assert memories(me) == []
@@ -173,7 +175,9 @@ def test_edit_a_memory_and_delete_a_project_after_confirming(gateway: Gateway, p
     page.get_by_role("button", name="Delete all of this user's memories").click()
     expect(page.get_by_text("Delete all 2 memories of user")).to_be_visible()
     page.get_by_role("button", name="Yes, delete").click()
+    # Nothing is left of this user: back to the list, which says so.
     expect(page.get_by_role("status")).to_have_text("All memories of this user were deleted.")
+    expect(page.get_by_role("heading", name="Tenants and users")).to_be_visible()
     assert memories(me) == []
 
 
@@ -240,7 +244,12 @@ def test_forms_without_the_csrf_token_change_nothing(gateway: Gateway) -> None:
         assert [m["id"] for m in memories(me)] == [memory_id]
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', admin.get(base).text)
         assert csrf is not None
-        resp = admin.post(f"{base}/memories/{memory_id}/delete", data={"csrf": csrf.group(1)})
+        asked = admin.post(f"{base}/memories/{memory_id}/delete", data={"csrf": csrf.group(1)})
+        assert asked.status_code == 200 and "Please confirm" in asked.text
+        assert [m["id"] for m in memories(me)] == [memory_id]
+        resp = admin.post(
+            f"{base}/memories/{memory_id}/delete", data={"csrf": csrf.group(1), "confirm": "yes"}
+        )
         assert resp.status_code == 303
         assert memories(me) == []
 
