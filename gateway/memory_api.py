@@ -343,6 +343,12 @@ async def memory_report(request: Request[Any, Any, State], state: State) -> dict
     recent = await state.store.recent_traces(ident.tenant, ident.user)
     recalled = [t for t in recent if "conflicts" in t]
     signals["recent_requests"] = len(recalled)
+    settings = await state.store.get_settings(ident.tenant, ident.user)
+    prompt = int(settings.get("prompt_tokens") or 0)
+    injected = int(settings.get("injected_tokens") or 0)
+    signals["prompt_tokens"] = prompt
+    signals["injected_tokens"] = injected
+    signals["injected_share_of_prompt_tokens"] = round(injected / prompt, 4) if prompt else None
     signals["conflicts_per_request"] = (
         round(sum(int(t.get("conflicts") or 0) for t in recalled) / len(recalled), 3)
         if recalled

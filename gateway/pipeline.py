@@ -46,6 +46,8 @@ class Exchange:
     request: dict[str, Any]
     status: int
     injected_ids: list[str]
+    prompt_tokens: int | None = None  # the upstream's (or a local) count, memories included
+    injected_tokens: int = 0
 
 
 # Puts the rendered memory block into the body to forward: a chat request gets a system
@@ -164,8 +166,18 @@ class MemoryFlow:
         )
 
     def finish(self, exchange: Exchange) -> None:
-        """Queue the exchange for mining; the miner works from a Redis stream, off this path."""
-        if self.candidates is None or not 200 <= exchange.status < 300:
+        """Queue the exchange for mining; the miner works from a Redis stream, off this path.
+        The user's token counts (the report's injected share of prompt tokens) are added too."""
+        if not 200 <= exchange.status < 300:
+            return
+        ident = exchange.identity
+        if exchange.prompt_tokens:
+            prompt, injected = exchange.prompt_tokens, exchange.injected_tokens
+            self._spawn(
+                "tokens",
+                lambda: self.store.count_tokens(ident.tenant, ident.user, prompt, injected),
+            )
+        if self.candidates is None:
             return
         candidates = self.candidates
         messages = exchange.request.get("messages") or []

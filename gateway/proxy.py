@@ -302,7 +302,9 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     resp = await upstream.send("POST", url, headers, content, stream=rec.stream)
 
     def exchange() -> Exchange:
-        return Exchange(ident, body, rec.status, prepared.injected_ids)
+        return Exchange(
+            ident, body, rec.status, prepared.injected_ids, rec.prompt_tokens, rec.injected_tokens
+        )
 
     is_sse = resp.content_type.startswith("text/event-stream")
     if not (rec.stream and is_sse and resp.status_code < 400):
@@ -685,7 +687,9 @@ async def _responses(
     resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
 
     def exchange() -> Exchange:
-        return Exchange(ident, view, rec.status, prepared.injected_ids)
+        return Exchange(
+            ident, view, rec.status, prepared.injected_ids, rec.prompt_tokens, rec.injected_tokens
+        )
 
     is_sse = resp.content_type.startswith("text/event-stream")
     if not (rec.stream and is_sse and resp.status_code < 400):

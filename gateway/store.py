@@ -779,6 +779,15 @@ class Store:
             pipe.hincrby(key, "topical_count", topical)
             await pipe.execute()
 
+    async def count_tokens(self, tenant: str, user: str, prompt: int, injected: int) -> None:
+        """One answered request's prompt tokens and the memory tokens among them, added to
+        the user's running totals (kept beside the settings; deleted with the user)."""
+        key = self._key("settings", tenant, user)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hincrby(key, "prompt_tokens", prompt)
+            pipe.hincrby(key, "injected_tokens", injected)
+            await pipe.execute()
+
     async def set_settings(self, tenant: str, user: str, values: dict[str, str]) -> None:
         await self.redis.hset(
             self._key("settings", tenant, user), mapping=cast("dict[Any, Any]", values)

@@ -340,3 +340,21 @@ async def test_the_shipped_scenarios_meet_their_floors(
     for name, t in by.items():
         assert t.gold_recall >= 0.9, (name, t)
     assert total.false_recall <= 0.05 and total.precision >= 0.8, total
+
+
+def test_the_report_shows_the_injected_share_of_prompt_tokens(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("Always answer in English")
+    me.trace(ask(me, "Explain recursion"))  # the answer is complete once its trace is there
+    signals: dict[str, Any] = {}
+    for _ in range(100):  # the counts are added off the response path
+        signals = httpx.get(f"{gateway.base_url}/memory/report", headers=me.headers).json()[
+            "signals"
+        ]
+        if signals["prompt_tokens"]:
+            break
+        time.sleep(0.02)
+    # the loopback upstream reports a fixed usage: only that both are counted is checked
+    assert signals["prompt_tokens"] > 0 and signals["injected_tokens"] > 0
+    share = signals["injected_share_of_prompt_tokens"]
+    assert share == round(signals["injected_tokens"] / signals["prompt_tokens"], 4)
