@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from gateway.redis_server import EmbeddedRedis
 from tests.conftest import Gateway, GatewayFactory, Upstream
-from tests.test_admin_page import _signed_in, browser, page, sign_in
+from tests.test_admin_page import ADMIN_TOKEN, _signed_in, browser, page, sign_in
 from tests.test_admin_views import DESKTOP, PHONE, _both_widths, _no_page_overflow, shots
 
 __all__ = ["browser", "page", "shots"]  # fixtures, shared with the other admin tests
@@ -230,6 +230,27 @@ def test_revoke_stops_the_key(own: Gateway, page: Page) -> None:
     expect(_row(page, "keeper")).to_have_count(1)
     _refused(own, doomed)
     _chat(own, kept)
+
+
+def test_the_chinese_keys_page_at_phone_width(own: Gateway, browser: Browser, shots: Path) -> None:
+    context = browser.new_context(locale="zh-CN", viewport=PHONE)
+    try:
+        page = context.new_page()
+        page.goto(f"{own.url}/admin")
+        page.get_by_label("管理员令牌").fill(ADMIN_TOKEN)
+        page.get_by_role("button", name="登录").click()
+        page.locator("header").get_by_role("link", name="网关密钥").click()
+        page.locator("#new-key").get_by_label("标签").fill("团队密钥")
+        page.get_by_role("button", name="创建密钥").click()
+        expect(page.locator("#secret-warning")).to_contain_text("它不会再次显示")
+        _no_page_overflow(page)
+        page.screenshot(path=str(shots / "key-created-zh-phone.png"), full_page=True)
+        page.get_by_role("link", name="完成：返回网关密钥").click()
+        expect(page.locator("#keys tbody tr")).to_have_count(1)
+        _no_page_overflow(page)
+        page.screenshot(path=str(shots / "keys-zh-phone.png"), full_page=True)
+    finally:
+        context.close()
 
 
 def _csrf(html: str) -> str:
