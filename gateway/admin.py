@@ -817,7 +817,8 @@ async def revoke_key(request: Request[Any, Any, State], state: State, key_id: st
     form = await _form(request)
     key = await _key(state, key_id)
     if form.get("confirm") != _CONFIRM:
-        return _page(request, "key_confirm", key=key, action="revoke")
+        last = len(await state.keyring.list()) == 1
+        return _page(request, "key_confirm", key=key, action="revoke", last=last)
     await state.keyring.revoke(key.id)
     log.info("gateway_key_revoked", key_id=key.id, actor="admin")
     return Redirect("/admin/keys?done=revoked", status_code=303)

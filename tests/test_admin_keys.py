@@ -152,6 +152,7 @@ def test_no_page_ever_shows_a_secret_again(own: Gateway) -> None:
             asked = admin.post(f"/admin/keys/{key_id.group(1)}/{action}", data={"csrf": csrf})
             assert asked.status_code == 200 and "Please confirm" in asked.text
             assert secret not in asked.text and "sk-ops-upstream-secret" not in asked.text
+        assert "This is the last gateway key" in asked.text  # revoking it ends keys-required
         _chat(own, secret)  # nothing was rotated or revoked without confirming
 
 
@@ -224,6 +225,7 @@ def test_revoke_stops_the_key(own: Gateway, page: Page) -> None:
     _chat(own, doomed)  # nothing changed without confirming
 
     _row(page, "leaver").get_by_role("button", name="Revoke").click()
+    expect(page.locator("#last-key")).to_have_count(0)  # another key stays
     page.get_by_role("button", name="Yes, revoke").click()
     expect(page.get_by_role("status")).to_have_text("Key revoked: its secret no longer works.")
     expect(_row(page, "leaver")).to_have_count(0)
