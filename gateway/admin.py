@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import structlog
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import Cookie, State
 from litestar.response import Redirect, Template
@@ -27,13 +28,23 @@ from litestar.response import Redirect, Template
 from . import identity as identity_mod
 from .access import check_admin_token
 from .admin_charts import SCORE_COLOURS, daily_chart, days_ending, score_chart
-from .admin_text import GATE_REASONS, INVALID_DETAILS, LANGS, pick_lang, translations
+from .admin_text import GATE_REASONS, INVALID_DETAILS, LANGS, N_, pick_lang, translations
 from .clock import from_iso, to_iso
-from .errors import BadRequest, MemgateError, TooManyAttempts, Unauthorized, WriteRefused
+from .errors import (
+    BadRequest,
+    MemgateError,
+    NotFound,
+    TooManyAttempts,
+    Unauthorized,
+    WriteRefused,
+)
 from .identity import Identity
+from .keys import GatewayKey
 from .policy import LEVELS
 from .records import Memory
 from .sensitivity import redact
+
+log = structlog.get_logger("memgate.keys")
 
 SESSION_COOKIE = "memgate_admin"
 LANG_COOKIE = "memgate_lang"
@@ -685,6 +696,134 @@ async def reject_candidate(
     return Redirect(_user_url(ident, "rejected"), status_code=303)
 
 
+# -- gateway keys ----------------------------------------------------------------------------
+# The page shows a key's secret once, in the answer to the post that made it (creation or
+# rotation), never in a URL or a page that can be fetched again; the upstream key is never
+# shown, only whether a key has one.
+
+_KEYS_DONE = {"revoked"}
+_KEY_FIELD_ERRORS = {
+    "label": N_("The label must be 1 to 64 characters, without control characters."),
+    "tenant": N_("Choose the tenant from the list, or a new tenant."),
+}
+
+
+async def _signed_in(request: Request[Any, Any, State]) -> None:
+    if await _session(request) is None:
+        raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
+
+
+async def _known_tenants(state: State) -> dict[str, str]:
+    """Tenants a new key may join: those of existing keys and those with memories, each
+    with its name (the labels of its keys; empty for a tenant without keys)."""
+    labels = await _tenant_labels(state)
+    tenants = {o["tenant"]: labels.get(o["tenant"], "") for o in await state.memories.owners()}
+    return dict(sorted({**tenants, **labels}.items(), key=lambda kv: (kv[1] == "", kv[1], kv[0])))
+
+
+async def _keys_view(
+    request: Request[Any, Any, State],
+    state: State,
+    *,
+    status: int = 200,
+    done: str | None = None,
+    error: str | None = None,
+    label: str = "",
+    tenant: str = "",
+) -> Template:
+    keys = sorted(await state.keyring.list(), key=lambda k: (k.label.casefold(), k.created_at))
+    return _page(
+        request,
+        "keys",
+        status=status,
+        keys=keys,
+        tenants=await _known_tenants(state),
+        done=done if done in _KEYS_DONE else None,
+        error=error,
+        label=label,
+        tenant=tenant,
+    )
+
+
+@get("/keys")
+async def keys_page(
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: str | None = None,
+    done: str | None = None,
+) -> Template:
+    """The gateway keys, without their secrets, and the form that issues one."""
+    await _signed_in(request)
+    return await _keys_view(request, state, done=done, tenant=tenant or "")
+
+
+def _secret_page(
+    request: Request[Any, Any, State], key: GatewayKey, secret: str, *, rotated: bool
+) -> Template:
+    return _page(request, "key_secret", status=200, key=key, secret=secret, rotated=rotated)
+
+
+@post("/keys", status_code=200)
+async def create_key(request: Request[Any, Any, State], state: State) -> Template:
+    """Issue a key; the answer is the only page that ever shows its secret."""
+    await _signed_in(request)
+    form = await _form(request)
+    label = form.get("label", "").strip()
+    tenant = form.get("tenant", "")
+    upstream_key = form.get("upstream_key", "").strip() or None
+    words = translations(_lang(request))
+    if tenant and tenant not in await _known_tenants(state):
+        error = words.gettext(_KEY_FIELD_ERRORS["tenant"])
+        return await _keys_view(request, state, status=422, error=error, label=label)
+    try:
+        key, secret = await state.keyring.create(
+            label, tenant=tenant or None, upstream_key=upstream_key
+        )
+    except BadRequest as exc:
+        if exc.param not in _KEY_FIELD_ERRORS:
+            raise
+        error = words.gettext(_KEY_FIELD_ERRORS[exc.param])
+        return await _keys_view(
+            request, state, status=422, error=error, label=_storable(label, state), tenant=tenant
+        )
+    log.info("gateway_key_created", key_id=key.id, tenant=key.tenant, actor="admin")
+    return _secret_page(request, key, secret, rotated=False)
+
+
+async def _key(state: State, key_id: str) -> GatewayKey:
+    for key in await state.keyring.list():
+        if key.id == key_id:
+            return key
+    raise NotFound(f"No gateway key {key_id[:40]!r}.", param="id")
+
+
+@post("/keys/{key_id:str}/rotate", status_code=200)
+async def rotate_key(request: Request[Any, Any, State], state: State, key_id: str) -> Template:
+    """A new secret for the key, after a confirmation page; the old one stops working."""
+    await _signed_in(request)
+    form = await _form(request)
+    key = await _key(state, key_id)
+    if form.get("confirm") != _CONFIRM:
+        return _page(request, "key_confirm", key=key, action="rotate")
+    key, secret = await state.keyring.rotate(key.id)
+    log.info("gateway_key_rotated", key_id=key.id, actor="admin")
+    return _secret_page(request, key, secret, rotated=True)
+
+
+@post("/keys/{key_id:str}/revoke", status_code=303)
+async def revoke_key(request: Request[Any, Any, State], state: State, key_id: str) -> Response[Any]:
+    """Revoke the key, after a confirmation page: its secret stops working at once."""
+    await _signed_in(request)
+    form = await _form(request)
+    key = await _key(state, key_id)
+    if form.get("confirm") != _CONFIRM:
+        last = len(await state.keyring.list()) == 1
+        return _page(request, "key_confirm", key=key, action="revoke", last=last)
+    await state.keyring.revoke(key.id)
+    log.info("gateway_key_revoked", key_id=key.id, actor="admin")
+    return Redirect("/admin/keys?done=revoked", status_code=303)
+
+
 ROUTER = Router(
     path="/admin",
     route_handlers=[
@@ -700,6 +839,10 @@ ROUTER = Router(
         set_recall,
         confirm_candidate,
         reject_candidate,
+        keys_page,
+        create_key,
+        rotate_key,
+        revoke_key,
     ],
     exception_handlers={MemgateError: _memgate_error},
     include_in_schema=False,
