@@ -223,6 +223,7 @@ class MemoryFlow:
             trace.update(
                 {
                     "query_hash": result.query_hash,
+                    "query_preview": result.query_preview,
                     "skipped": result.skipped,
                     "candidates": [c.to_trace() for c in result.candidates],
                     "injected": injected if ident.mode == "on" else [],

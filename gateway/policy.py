@@ -414,6 +414,7 @@ class RecallSpec(_Model):
     candidate_pool: PositiveInt
     standing_pool: PositiveInt
     trace_ttl_days: PositiveInt
+    trace_preview_chars: Annotated[int, Field(ge=0, le=200)] = 0
     # Past this the answer goes without memory (counted); bounds what a hung Redis costs.
     time_budget_ms: Annotated[int, Field(gt=0, le=60_000)] = 1000
 

@@ -132,6 +132,7 @@ class _Owner:
 @dataclass(slots=True)
 class RecallResult:
     query_hash: str | None = None
+    query_preview: str | None = None  # the question's start, redacted (policy: trace_preview_chars)
     candidates: list[Candidate] = field(default_factory=list)
     injected: list[Memory] = field(default_factory=list)
     standing_lines: list[str] = field(default_factory=list)
@@ -189,6 +190,7 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
+        result.query_preview = self._preview(text)
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
@@ -268,6 +270,16 @@ class Recaller:
             "total": _ms(t_filter - started),
         }
         return result
+
+    def _preview(self, text: str) -> str | None:
+        """The question's first characters for the trace, with secrets and personal
+        identifiers (contact details included) cut out first; None when the policy keeps
+        no preview."""
+        chars = self.policy.recall.trace_preview_chars
+        if not chars:
+            return None
+        clean = " ".join(redact(text[: chars * 4], self.policy, "medium").split())
+        return clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
 
     async def _standing(self, ident: Identity, version: str) -> _Standing:
         """The owner's standing memories (every scope; checks pick the request's): from

@@ -4,6 +4,7 @@ part is. End to end through the openai SDK, plus the scenario set's floors."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -358,3 +359,14 @@ def test_the_report_shows_the_injected_share_of_prompt_tokens(gateway: Gateway) 
     assert signals["prompt_tokens"] > 0 and signals["injected_tokens"] > 0
     share = signals["injected_share_of_prompt_tokens"]
     assert share == round(signals["injected_tokens"] / signals["prompt_tokens"], 4)
+
+
+def test_a_trace_keeps_the_start_of_the_question_without_secrets(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("Always answer in English")
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    trace = me.trace(ask(me, f"my key {key} fails, mail me at li@example.com about it please"))
+    preview = trace["query_preview"]
+    assert preview.startswith("my key ") and len(preview) <= 60
+    assert key not in preview and "li@example.com" not in preview
+    assert key not in json.dumps(trace)
