@@ -55,7 +55,15 @@ class ClosingUpstream:
         )
         self.ready.set()
         self.loop.run_forever()
+        # Stopped: close the server and finish every connection task on this loop, so none
+        # is left pending for the garbage collector to destroy once the loop is gone.
         server.close()
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.run_until_complete(server.wait_closed())
+        self.loop.close()
 
     async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         s = self.script
