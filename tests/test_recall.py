@@ -96,7 +96,8 @@ def test_a_relevant_preference_is_injected_with_provenance(
     # standing: fetched by its lane's tag query, never scored against the question
     assert (chosen["applies"], chosen["lane"]) == ("always", "standing")
     assert set(trace["timings_ms"]) == {"embed", "search", "filter", "total"}
-    assert "What language" not in json.dumps(trace)  # no message text, only a hash
+    # the question's start (policy: trace_preview_chars), secrets cut out, and its hash
+    assert trace["query_preview"] == "What language should you answer me in?"
     assert len(trace["query_hash"]) == 12
 
 
