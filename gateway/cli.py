@@ -105,6 +105,7 @@ def _serve(args: argparse.Namespace) -> int:
         "lifespan": "on",
         "loop": "uvloop",
         "http": "httptools",
+        "timeout_keep_alive": settings.client_keepalive_seconds,
     }
     try:
         log.info(

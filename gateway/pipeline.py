@@ -104,6 +104,7 @@ class MemoryFlow:
         *,
         time_budget_ms: int = 1000,
         background: Background | None = None,
+        max_concurrent: int = 0,
     ) -> None:
         self.recaller = recaller
         self.store = store
@@ -113,6 +114,10 @@ class MemoryFlow:
         self.candidates = candidates
         self.time_budget = time_budget_ms / 1000
         self.background = background or Background(metrics)
+        # Recalls share the event loop and the cores: hundreds at once all progress slowly
+        # and all miss the budget together, where a few at a time each finish quickly. A
+        # recall waits at most the budget for its turn, then has the budget for its work.
+        self._turns = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
 
     async def prepare(
         self,
@@ -125,10 +130,10 @@ class MemoryFlow:
             return Prepared(content=raw)
         now = self.clock.now()
         try:
-            # The budget bounds everything recall waits for (a free pooled connection, a
-            # hung Redis, a slow embedder): past it the answer goes on without memory.
-            async with asyncio.timeout(self.time_budget):
-                result = await self.recaller.recall(identity, body)
+            # The budget bounds everything recall waits for (its turn, a free pooled
+            # connection, a hung Redis, a slow embedder): past it the answer goes on without
+            # memory.
+            result = await self._recall_in_turn(identity, body)
         except TimeoutError:
             self.metrics.recall_over_budget.inc()
             log.warning(
@@ -162,6 +167,19 @@ class MemoryFlow:
             injected_ids=injected_ids,
             injected_tokens=result.tokens,
         )
+
+    async def _recall_in_turn(self, identity: Identity, body: dict[str, Any]) -> RecallResult:
+        turns = self._turns
+        if turns is None:
+            async with asyncio.timeout(self.time_budget):
+                return await self.recaller.recall(identity, body)
+        async with asyncio.timeout(self.time_budget):
+            await turns.acquire()
+        try:
+            async with asyncio.timeout(self.time_budget):
+                return await self.recaller.recall(identity, body)
+        finally:
+            turns.release()
 
     def finish(self, exchange: Exchange) -> None:
         """Queue the exchange for mining; the miner works from a Redis stream, off this path."""
