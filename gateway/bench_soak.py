@@ -128,6 +128,9 @@ async def _drive(
 
         async def worker(w: int) -> None:
             n = w
+            # Clients arrive spread over the first gap, as real ones do, not all in the same
+            # millisecond: a synchronized start measures a cold thundering herd, once.
+            await asyncio.sleep(rng.uniform(0, max_gap))
             while time.monotonic() < stop_at:
                 await _one(client, base, users[n % len(users)], n, tally)
                 n += concurrency

@@ -86,6 +86,10 @@ class NoMemory:
         return None
 
 
+class _NoTurn(TimeoutError):
+    """Recall's budget passed while it waited for a turn."""
+
+
 class MemoryFlow:
     """recall -> inject before forwarding; trace and use counts written off the response path.
 
@@ -134,12 +138,13 @@ class MemoryFlow:
             # connection, a hung Redis, a slow embedder): past it the answer goes on without
             # memory.
             result = await self._recall_in_turn(identity, body)
-        except TimeoutError:
+        except TimeoutError as exc:
             self.metrics.recall_over_budget.inc()
             log.warning(
                 "recall_over_budget",
                 trace_id=identity.trace_id,
                 budget_ms=round(self.time_budget * 1000),
+                waited_for="turn" if isinstance(exc, _NoTurn) else "recall",
             )
             self._spawn("trace", lambda: self._save_trace(identity, now, None, "time_budget"))
             return Prepared(content=raw)
@@ -173,8 +178,11 @@ class MemoryFlow:
         if turns is None:
             async with asyncio.timeout(self.time_budget):
                 return await self.recaller.recall(identity, body)
-        async with asyncio.timeout(self.time_budget):
-            await turns.acquire()
+        try:
+            async with asyncio.timeout(self.time_budget):
+                await turns.acquire()
+        except TimeoutError:
+            raise _NoTurn from None
         try:
             async with asyncio.timeout(self.time_budget):
                 return await self.recaller.recall(identity, body)
