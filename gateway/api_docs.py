@@ -201,6 +201,12 @@ def schemas() -> dict[str, Any]:
         "ChatCompletionRequest": _CHAT_REQUEST,
         "ResponsesRequest": _RESPONSES_REQUEST,
         "Error": _ERROR,
+        "RelayedError": {
+            "description": "memgate's error (see Error) or the upstream's, relayed as sent.",
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "object"}},
+        },
     }
 
 
@@ -282,15 +288,18 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             out = operation.setdefault("responses", {})
             for status, name in responses.items():
                 out[status] = _json(name, out.get(status, {}).get("description", "OK"))
+            # Every error memgate answers has OpenAI's shape, including bad parameters that
+            # the framework would otherwise describe with its own validation body. Chat and
+            # responses also relay the upstream's own answers, errors included, as sent.
+            error = "Error"
             if path in _CHAT_PATHS:
                 out["200"] = _UPSTREAM_ANSWER
-            # Every error memgate answers has OpenAI's shape, including bad parameters that
-            # the framework would otherwise describe with its own validation body.
-            out["400"] = _json("Error", "Bad request (invalid body, header or parameter).")
+                error = "RelayedError"
+            out["400"] = _json(error, "Bad request (invalid body, header or parameter).")
             for status, text in _ERRORS_EVERYWHERE:
-                out.setdefault(status, _json("Error", text))
+                out.setdefault(status, _json(error, text))
             if body:
-                out.setdefault("413", _json("Error", "The request body is too large."))
+                out.setdefault("413", _json(error, "The request body is too large."))
             if path.startswith("/v1/memor"):
                 out.setdefault(
                     "503", _json("Error", "The memory backend is unavailable; retry later.")
