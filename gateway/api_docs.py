@@ -201,6 +201,12 @@ def schemas() -> dict[str, Any]:
         "ChatCompletionRequest": _CHAT_REQUEST,
         "ResponsesRequest": _RESPONSES_REQUEST,
         "Error": _ERROR,
+        "RelayedError": {
+            "description": "memgate's error (see Error) or the upstream's, relayed as sent.",
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "object"}},
+        },
     }
 
 
@@ -234,6 +240,25 @@ _OPTIONAL_BODY = {("post", "/v1/memory/candidates/{candidate_id}/confirm")}
 _CHAT_PATHS = {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses"}
 
 
+_UPSTREAM_ANSWER = {
+    "description": "The upstream's answer, relayed: a JSON object, or with 'stream': true "
+    "server-sent events.",
+    "content": {
+        "application/json": {"schema": {"type": "object"}},
+        "text/event-stream": {"schema": {}},
+    },
+}
+_ERRORS_EVERYWHERE = (
+    ("401", "Missing or wrong key."),
+    ("404", "Not found."),
+    ("429", "Too many wrong admin tokens from this address: wait 'retry_after' seconds."),
+)
+_WRITE_ERRORS = (
+    ("409", "The memory or candidate changed meanwhile (for example, decided already)."),
+    ("422", "The write gate refused the memory (a secret, a sensitive category, ...)."),
+)
+
+
 def complete(document: dict[str, Any]) -> dict[str, Any]:
     """Add bodies, header parameters, error responses and the bearer scheme (in place)."""
     components = document.setdefault("components", {})
@@ -263,16 +288,25 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             out = operation.setdefault("responses", {})
             for status, name in responses.items():
                 out[status] = _json(name, out.get(status, {}).get("description", "OK"))
-            for status, text in (
-                ("400", "Bad request (invalid body, header or parameter)."),
-                ("401", "Missing or wrong key."),
-                ("404", "Not found."),
-            ):
-                out.setdefault(status, _json("Error", text))
+            # Every error memgate answers has OpenAI's shape, including bad parameters that
+            # the framework would otherwise describe with its own validation body. Chat and
+            # responses also relay the upstream's own answers, errors included, as sent.
+            error = "Error"
+            if path in _CHAT_PATHS:
+                out["200"] = _UPSTREAM_ANSWER
+                error = "RelayedError"
+            out["400"] = _json(error, "Bad request (invalid body, header or parameter).")
+            for status, text in _ERRORS_EVERYWHERE:
+                out.setdefault(status, _json(error, text))
+            if body:
+                out.setdefault("413", _json(error, "The request body is too large."))
             if path.startswith("/v1/memor"):
                 out.setdefault(
                     "503", _json("Error", "The memory backend is unavailable; retry later.")
                 )
+                if method in {"post", "patch"}:
+                    for status, text in _WRITE_ERRORS:
+                        out.setdefault(status, _json("Error", text))
     return document
 
 

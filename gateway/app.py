@@ -278,6 +278,7 @@ def create_app(
                 candidates=queue,
                 time_budget_ms=the_policy.recall.time_budget_ms,
                 background=background,
+                max_concurrent=settings.recall_concurrency,
             )
             app.state.memory = flow
             sampler = loop.create_task(

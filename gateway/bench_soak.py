@@ -128,6 +128,9 @@ async def _drive(
 
         async def worker(w: int) -> None:
             n = w
+            # Clients arrive spread over the first gap, as real ones do, not all in the same
+            # millisecond: a synchronized start measures a cold thundering herd, once.
+            await asyncio.sleep(rng.uniform(0, max_gap))
             while time.monotonic() < stop_at:
                 await _one(client, base, users[n % len(users)], n, tally)
                 n += concurrency
@@ -188,11 +191,16 @@ def run_soak(*, seconds: float, concurrency: int, users: int, max_gap: float = 1
             stub.stop()
         lines = gateway.log_path.read_text(errors="replace").splitlines() if gateway else []
         not_json = 0
+        waited: dict[str, int] = {}
         for line in lines:
             try:
-                json.loads(line)
+                record = json.loads(line)
             except ValueError:
                 not_json += 1
+                continue
+            if isinstance(record, dict) and record.get("event") == "recall_over_budget":
+                stage = str(record.get("waited_for"))
+                waited[stage] = waited.get(stage, 0) + 1
     p50 = percentile(tally.overhead_ms, 0.5) if tally.overhead_ms else float("nan")
     p99 = percentile(tally.overhead_ms, 0.99) if tally.overhead_ms else float("nan")
     print(f"requests:                      {tally.requests}")
@@ -200,7 +208,9 @@ def run_soak(*, seconds: float, concurrency: int, users: int, max_gap: float = 1
     print(f"answers missing their memory:  {tally.missing}")
     print(f"mining jobs lost:              {lost}")
     print(f"background writes lost:        {int(failed_bg)}")
-    print(f"recalls over budget:           {int(over_budget)}")
+    split = ", ".join(f"waiting for {k}: {v}" for k, v in sorted(waited.items()))
+    split = f" ({split})" if split else ""
+    print(f"recalls over budget:           {int(over_budget)}{split}")
     print(f"added latency p50 / p99 (ms):  {p50:.2f} / {p99:.2f}")
     print(f"gateway RSS start / end (MiB): {rss_start / 1024:.1f} / {rss_end / 1024:.1f}")
     print(f"log lines: {len(lines)}, not JSON: {not_json}")

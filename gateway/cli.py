@@ -54,6 +54,26 @@ def worker_app() -> Any:
     return create_app(settings, redis_url=settings.redis_url, policy=_load_policy(settings))
 
 
+def server_options(settings: Settings, host: str, port: int) -> dict[str, Any]:
+    """uvicorn's options for ``memgate serve``."""
+    return {
+        "host": host,
+        "port": port,
+        "log_level": "warning",
+        "log_config": None,  # uvicorn's loggers go through memgate's (see logs.py)
+        "access_log": False,
+        # The peer is the socket's address; X-Forwarded-For counts only from
+        # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
+        "proxy_headers": False,
+        "lifespan": "on",
+        "loop": "uvloop",
+        "http": "httptools",
+        # Longer than clients keep idle pooled connections: the client, never the gateway,
+        # ends an idle connection, so no request is sent on one the gateway is closing.
+        "timeout_keep_alive": settings.client_keepalive_seconds,
+    }
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -93,19 +113,7 @@ def _serve(args: argparse.Namespace) -> int:
     # Docker and Kubernetes stop with SIGTERM: turn it into a normal exit so the embedded
     # Redis below is stopped cleanly (uvicorn re-raises the signal after its own shutdown).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    server_args: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "log_level": "warning",
-        "log_config": None,  # uvicorn's loggers go through memgate's (see logs.py)
-        "access_log": False,
-        # The peer is the socket's address; X-Forwarded-For counts only from
-        # MEMGATE_TRUSTED_PROXIES, which the gateway checks itself.
-        "proxy_headers": False,
-        "lifespan": "on",
-        "loop": "uvloop",
-        "http": "httptools",
-    }
+    server_args = server_options(settings, host, port)
     try:
         log.info(
             "serving",

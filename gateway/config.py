@@ -73,6 +73,13 @@ class Settings:
     upstream_keepalive_seconds: float = 4.0
     """How long an idle pooled upstream connection may be reused; keep it below the
     upstream's own keep-alive timeout (uvicorn closes idle connections after 5 s)."""
+    client_keepalive_seconds: int = 75
+    """How long ``memgate serve`` keeps an idle client connection open; keep it above the
+    clients' own pool expiry (httpx and the openai SDK: 5 s), so that a client never sends a
+    request on a connection the gateway is closing at that moment."""
+    recall_concurrency: int = 32
+    """Recalls that run at once per process; others wait their turn (within the policy's
+    recall time budget) instead of all slowing each other past it. ``0``: no limit."""
     redis_max_connections: int = 256
     """Connections to Redis in the pool; a request that finds none free waits for one."""
     redis_pool_timeout: float = 5.0

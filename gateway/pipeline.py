@@ -88,6 +88,10 @@ class NoMemory:
         return None
 
 
+class _NoTurn(TimeoutError):
+    """Recall's budget passed while it waited for a turn."""
+
+
 class MemoryFlow:
     """recall -> inject before forwarding; trace and use counts written off the response path.
 
@@ -106,6 +110,7 @@ class MemoryFlow:
         *,
         time_budget_ms: int = 1000,
         background: Background | None = None,
+        max_concurrent: int = 0,
     ) -> None:
         self.recaller = recaller
         self.store = store
@@ -115,6 +120,10 @@ class MemoryFlow:
         self.candidates = candidates
         self.time_budget = time_budget_ms / 1000
         self.background = background or Background(metrics)
+        # Recalls share the event loop and the cores: hundreds at once all progress slowly
+        # and all miss the budget together, where a few at a time each finish quickly. A
+        # recall waits at most the budget for its turn, then has the budget for its work.
+        self._turns = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
 
     async def prepare(
         self,
@@ -127,16 +136,17 @@ class MemoryFlow:
             return Prepared(content=raw)
         now = self.clock.now()
         try:
-            # The budget bounds everything recall waits for (a free pooled connection, a
-            # hung Redis, a slow embedder): past it the answer goes on without memory.
-            async with asyncio.timeout(self.time_budget):
-                result = await self.recaller.recall(identity, body)
-        except TimeoutError:
+            # The budget bounds everything recall waits for (its turn, a free pooled
+            # connection, a hung Redis, a slow embedder): past it the answer goes on without
+            # memory.
+            result = await self._recall_in_turn(identity, body)
+        except TimeoutError as exc:
             self.metrics.recall_over_budget.inc()
             log.warning(
                 "recall_over_budget",
                 trace_id=identity.trace_id,
                 budget_ms=round(self.time_budget * 1000),
+                waited_for="turn" if isinstance(exc, _NoTurn) else "recall",
             )
             self._spawn("trace", lambda: self._save_trace(identity, now, None, "time_budget"))
             return Prepared(content=raw)
@@ -164,6 +174,22 @@ class MemoryFlow:
             injected_ids=injected_ids,
             injected_tokens=result.tokens,
         )
+
+    async def _recall_in_turn(self, identity: Identity, body: dict[str, Any]) -> RecallResult:
+        turns = self._turns
+        if turns is None:
+            async with asyncio.timeout(self.time_budget):
+                return await self.recaller.recall(identity, body)
+        try:
+            async with asyncio.timeout(self.time_budget):
+                await turns.acquire()
+        except TimeoutError:
+            raise _NoTurn from None
+        try:
+            async with asyncio.timeout(self.time_budget):
+                return await self.recaller.recall(identity, body)
+        finally:
+            turns.release()
 
     def finish(self, exchange: Exchange) -> None:
         """Queue the exchange for mining; the miner works from a Redis stream, off this path.

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from gateway import __version__
-from gateway.cli import build_parser, main
+from gateway.cli import build_parser, main, server_options
 from gateway.config import Settings, describe, env_var_names
 from gateway.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Upstream
@@ -321,3 +321,18 @@ def test_scripts_serve_retries_an_install_that_failed(tmp_path: Path) -> None:
     assert failed.returncode != 0 and "memgate serve" not in failed.stdout
     assert _run_serve(root).returncode == 0
     assert len(_pip_calls(root)) == 2
+
+
+def test_serve_keeps_idle_client_connections_longer_than_clients_pool_them() -> None:
+    # A server that closes an idle keep-alive connection while a client (whose pool keeps it
+    # for 5 s: httpx's and the openai SDK's default) sends a request on it resets that
+    # request. The gateway must leave ending idle connections to the client.
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    clients = max(
+        httpx.Limits().keepalive_expiry or 0, DEFAULT_CONNECTION_LIMITS.keepalive_expiry or 0
+    )
+    options = server_options(Settings.from_env({}), "127.0.0.1", 8080)
+    assert options["timeout_keep_alive"] > clients
+    tuned = Settings.from_env({"MEMGATE_CLIENT_KEEPALIVE_SECONDS": "120"})
+    assert server_options(tuned, "127.0.0.1", 8080)["timeout_keep_alive"] == 120
