@@ -41,11 +41,10 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 
 from .bench import _progress as _say
 from .bench import _sigterm_as_interrupt, _table, percentile
-from .classify import derive_applies, derive_slot, topics_of
 from .clock import SystemClock
 from .embed import LocalEmbedder
 from .identity import Identity, new_trace_id
-from .policy import FusionWeights, Policy, load_policy
+from .policy import FusionWeights, Policy, derive_applies, derive_slot, load_policy, topics_of
 from .recall import LARGE_USER, Recaller, score
 from .records import Memory, new_memory_id
 from .redis_server import EmbeddedRedis, EmbeddedRedisError

@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.classify import derive_applies, derive_slot, is_one_time, topics_of
-from gateway.policy import Policy
+from gateway.policy import Policy, derive_applies, derive_slot, is_one_time, topics_of
 from gateway.sensitivity import scan
 
 __all__ = ["APPLIES", "REASONS", "Draft", "GateDecision", "check_write"]

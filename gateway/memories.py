@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .classify import derive_applies, topics_of
 from .clock import Clock, from_iso, to_iso
 from .embed import Embedder
 from .errors import NotFound, WriteRefused
 from .gate import Draft, check_write
 from .identity import Identity
-from .policy import Policy
+from .policy import Policy, derive_applies, topics_of
 from .records import Memory, content_key, new_memory_id
 from .sensitivity import redact
 from .store import Neighbour, Store

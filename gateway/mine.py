@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .classify import is_one_time, normalize
 from .gate import Draft, check_write
-from .policy import Policy, RuleSpec
+from .policy import Policy, RuleSpec, is_one_time, normalize
 from .records import content_key
 
 __all__ = [

@@ -1,16 +1,20 @@
 """The declarative memory policy: typed, strictly validated, loaded from YAML.
 
-Product behaviour lives in ``policies/default.yaml`` so that a reader can learn what memgate
-stores, forgets and recalls without opening Python. This module only gives that file a schema,
-refuses anything it does not understand (naming the file, line and key), and offers a few
-accessors the rest of the gateway uses.
+Product behaviour lives in the package's ``policies/default.yaml`` (the knobs) and
+``policies/rules.yaml`` (the rule library) so that a reader can learn what memgate stores,
+forgets and recalls without opening Python. An operator's overlay (``MEMGATE_POLICY``) is
+merged onto them: mappings key by key, lists replaced whole. This module gives the merged
+policy a schema, refuses anything it does not understand (naming the file, line and key),
+classifies text by the policy's rules, and offers a few accessors the rest of the gateway uses.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
@@ -57,9 +61,16 @@ __all__ = [
     "TopicSpec",
     "TypeSpec",
     "default_policy_path",
+    "derive_applies",
+    "derive_slot",
+    "is_one_time",
     "level_at_least",
     "load_policy",
+    "normalize",
     "parse_policy",
+    "shipped_policy_paths",
+    "standing_by_words",
+    "topics_of",
 ]
 
 Tier = Literal["long_term", "time_limited", "session", "inference"]
@@ -105,9 +116,17 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
+_SHIPPED = Path(__file__).resolve().parent / "policies"
+
+
 def default_policy_path() -> Path:
-    """The policy shipped with the package, next to the ``gateway`` directory."""
-    return Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+    """The knobs of the policy shipped inside the package (package data)."""
+    return _SHIPPED / "default.yaml"
+
+
+def shipped_policy_paths() -> tuple[Path, ...]:
+    """The files that together form the shipped policy, in merge order."""
+    return (_SHIPPED / "rules.yaml", _SHIPPED / "default.yaml")
 
 
 def level_at_least(level: str, minimum: str) -> bool:
@@ -517,32 +536,144 @@ class Policy(_Model):
 
 
 # --------------------------------------------------------------------------------------------
+# Classifying text by the policy's rules: one-time instructions, slots, how a memory applies,
+# topics. The rules are written to work on Chinese text, which has no spaces.
+
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
+def normalize(text: str) -> str:
+    """Fold what people type into what the rules are written for.
+
+    NFKC turns full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII; phones type
+    curly apostrophes ("let’s"), the rules use straight ones.
+    """
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+
+
+def is_one_time(text: str, policy: Policy) -> bool:
+    """True when the text is an instruction for this turn or conversation only."""
+    if not text:
+        return False
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.one_time.patterns)
+
+
+def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> str | None:
+    """The first slot (in policy order) whose rules match; None when the text has none.
+
+    With ``memory_type``, slots restricted to other types are skipped.
+    """
+    if not text:
+        return None
+    folded = normalize(text)
+    lowered = folded.lower()
+    for slot in policy.slots:
+        if memory_type is not None and slot.types and memory_type not in slot.types:
+            continue
+        if slot.matches(folded, lowered):
+            return slot.name
+    return None
+
+
+def standing_by_words(text: str, policy: Policy) -> bool:
+    """Whether the words make a memory a standing instruction ("always give complete code")."""
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.applies.patterns)
+
+
+def derive_applies(
+    text: str, policy: Policy, memory_type: str, slot: str | None, scope: str
+) -> str:
+    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
+    spec = policy.applies
+    scope_kind = "task" if scope.startswith("task:") else scope
+    if (
+        memory_type in spec.types
+        or (slot is not None and slot in spec.slots)
+        or scope_kind in spec.scopes
+        or standing_by_words(text, policy)
+    ):
+        return "always"
+    return spec.default
+
+
+def topics_of(text: str, policy: Policy) -> list[str]:
+    """The policy's topics the text is about, in policy order."""
+    if not text:
+        return []
+    folded = normalize(text)
+    lowered = folded.lower()
+    words = plain_words(lowered)
+    return [topic.name for topic in policy.topics if topic.matches(folded, lowered, words)]
+
+
+# --------------------------------------------------------------------------------------------
 # Loading
 
 
 Loc = tuple[str | int, ...]
 
 
+@dataclass(frozen=True)
+class _Layer:
+    filename: str
+    root: yaml.Node | None
+    data: dict[Any, Any]
+
+
 def load_policy(path: str | Path | None = None) -> Policy:
-    """Read and strictly validate a policy file (default: the shipped one)."""
-    file = Path(path) if path is not None else default_policy_path()
-    label = str(path) if path is not None else str(file)
+    """The shipped policy with the overlay file at ``path`` (if any) merged onto it."""
+    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    if path is not None:
+        layers.append(_read(Path(path), str(path)))
+    return _build(layers)
+
+
+def parse_policy(text: str, filename: str = "<policy>") -> Policy:
+    """The shipped policy with an overlay given as text merged onto it; ``filename`` only
+    labels error messages."""
+    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    layers.append(_layer(text, filename))
+    return _build(layers)
+
+
+def _read(file: Path, label: str) -> _Layer:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(f"{label}: cannot read policy: {exc.strerror or exc}") from None
-    return parse_policy(text, label)
+    return _layer(text, label)
 
 
-def parse_policy(text: str, filename: str = "<policy>") -> Policy:
-    """Validate policy YAML given as text; ``filename`` only labels error messages."""
+def _layer(text: str, filename: str) -> _Layer:
     root, data = _compose(text, filename)
     problems: list[tuple[Loc, str]] = []
     _check_duplicate_keys(root, (), problems)
+    layer = _Layer(filename, root, data if isinstance(data, dict) else {})
     if problems:
-        _raise(filename, root, problems)
-    if not isinstance(data, dict):
+        _raise([layer], problems)
+    if data is not None and not isinstance(data, dict):
         raise PolicyError(f"{filename}:1: the policy must be a YAML mapping")
+    return layer
+
+
+def _merge(base: Any, over: Any) -> Any:
+    """Mappings merge key by key; anything else (lists included) is replaced whole."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = _merge(base[key], value) if key in base else value
+        return merged
+    return over
+
+
+def _build(layers: list[_Layer]) -> Policy:
+    data: dict[Any, Any] = {}
+    for layer in layers:
+        data = _merge(data, layer.data)
+    problems: list[tuple[Loc, str]] = []
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
@@ -553,11 +684,11 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
                 msg = "unknown key (not part of the policy schema)"
             problems.append((loc, msg))
     if problems:
-        _raise(filename, root, problems)
+        _raise(layers, problems)
     problems.extend(_cross_check(policy))
     if problems:
-        _raise(filename, root, problems)
-    policy._origin = filename
+        _raise(layers, problems)
+    policy._origin = layers[-1].filename
     return policy
 
 
@@ -596,28 +727,43 @@ def _check_duplicate_keys(node: yaml.Node | None, loc: Loc, out: list[tuple[Loc,
             _check_duplicate_keys(item, (*loc, i), out)
 
 
-def _line_for(root: yaml.Node | None, loc: Loc) -> int:
-    """The line of the deepest YAML node that ``loc`` reaches (1-based)."""
-    if root is None:
-        return 1
-    node: yaml.Node = root
-    line: int = node.start_mark.line + 1
+def _child(node: yaml.Node, part: str | int) -> tuple[int, yaml.Node] | None:
+    """The line of ``part`` under ``node`` (1-based) and its value node, if it is there."""
+    if isinstance(node, yaml.MappingNode):
+        matches = [(k, v) for k, v in node.value if str(k.value) == str(part)]
+        if not matches:
+            return None
+        # The last occurrence: for duplicate keys that is the offending one.
+        key, value = matches[-1]
+        return int(key.start_mark.line) + 1, value
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+        if not 0 <= part < len(node.value):
+            return None
+        item = node.value[part]
+        return int(item.start_mark.line) + 1, item
+    return None
+
+
+def _locate(layers: list[_Layer], loc: Loc) -> tuple[str, int]:
+    """The file and line that gave the merged value at ``loc`` (or its deepest present
+    parent), following the merge: the topmost layer wins, and a value that is not a mapping
+    hides the layers below it."""
+    nodes = [(layer.filename, layer.root) for layer in layers if layer.root is not None]
+    if not nodes:
+        return layers[-1].filename, 1
+    filename, line = nodes[-1][0], nodes[-1][1].start_mark.line + 1
     for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            matches = [(k, v) for k, v in node.value if str(k.value) == str(part)]
-            if not matches:
-                break
-            # Point at the last occurrence: for duplicate keys that is the offending one.
-            key, node = matches[-1]
-            line = int(key.start_mark.line) + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if not 0 <= part < len(node.value):
-                break
-            node = node.value[part]
-            line = int(node.start_mark.line) + 1
-        else:
+        found = [(name, child) for name, node in nodes if (child := _child(node, part))]
+        if not found:
             break
-    return line
+        filename, (line, top) = found[-1]
+        nodes = [(filename, top)]
+        if isinstance(top, yaml.MappingNode):
+            for name, (_, node) in reversed(found[:-1]):
+                if not isinstance(node, yaml.MappingNode):
+                    break
+                nodes.insert(0, (name, node))
+    return filename, line
 
 
 def _dotted(loc: Loc) -> str:
@@ -630,10 +776,11 @@ def _dotted(loc: Loc) -> str:
     return out or "<root>"
 
 
-def _raise(filename: str, root: yaml.Node | None, problems: list[tuple[Loc, str]]) -> NoReturn:
-    found = [(_line_for(root, loc), _dotted(loc), msg) for loc, msg in problems]
-    lines = sorted(dict.fromkeys(found), key=lambda item: item[0])
-    raise PolicyError("\n".join(f"{filename}:{line}: {key}: {msg}" for line, key, msg in lines))
+def _raise(layers: list[_Layer], problems: list[tuple[Loc, str]]) -> NoReturn:
+    found = [(*_locate(layers, loc), _dotted(loc), msg) for loc, msg in problems]
+    order = {layer.filename: i for i, layer in enumerate(layers)}
+    lines = sorted(dict.fromkeys(found), key=lambda item: (-order[item[0]], item[1]))
+    raise PolicyError("\n".join(f"{file}:{line}: {key}: {msg}" for file, line, key, msg in lines))
 
 
 def _regex_problem(regex: str) -> str | None:
@@ -718,9 +865,6 @@ def _check_sensitivity(policy: Policy) -> Iterator[tuple[Loc, str]]:
 
 
 def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
-    # Imported here: classify depends on this module for the Policy type.
-    from gateway.classify import derive_slot, is_one_time
-
     rules_ok = True
     for i, rule in enumerate(policy.one_time.patterns):
         problem = _regex_problem(rule.regex)
@@ -774,9 +918,6 @@ def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
 
 
 def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
-    # Imported here: classify depends on this module for the Policy type.
-    from gateway.classify import normalize
-
     mining = policy.mining
     for key in ("questions", "corrections", "remember"):
         for i, rule in enumerate(getattr(mining, key)):
@@ -817,9 +958,6 @@ def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
 
 
 def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
-    # Imported here: classify depends on this module for the Policy type.
-    from gateway.classify import standing_by_words
-
     spec = policy.applies
     for i, name in enumerate(spec.types):
         if name not in policy.types:
@@ -840,9 +978,6 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
 
 
 def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
-    # Imported here: classify depends on this module for the Policy type.
-    from gateway.classify import topics_of
-
     seen: set[str] = set()
     ok = True
     for i, topic in enumerate(policy.topics):

@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 
 from . import inject, tokens
-from .classify import topics_of
 from .clock import Clock
 from .embed import Embedder
 from .identity import Identity
-from .policy import Policy, RecallSpec
+from .policy import Policy, RecallSpec, topics_of
 from .records import Memory
 from .sensitivity import redact
 from .store import Hit, Store, merge_hits

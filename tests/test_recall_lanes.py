@@ -13,14 +13,13 @@ import openai
 import pytest
 
 from gateway.candidates import CandidateQueue
-from gateway.classify import derive_applies, topics_of
 from gateway.clock import ManualClock, SystemClock
 from gateway.embed import LocalEmbedder
 from gateway.identity import Identity
 from gateway.inject import FACTS, STANDING, render
 from gateway.memories import Memories
 from gateway.mine import Proposal, screen
-from gateway.policy import Policy, load_policy
+from gateway.policy import Policy, derive_applies, load_policy, topics_of
 from gateway.scenario_eval import Runner, load_scenarios, tally
 from gateway.store import Store
 from tests.conftest import Gateway
@@ -82,7 +81,7 @@ def memory(me: User, mid: str) -> dict[str, Any]:
 def test_how_a_memory_applies_by_default(
     policy: Policy, text: str, type_: str, scope: str, want: str
 ) -> None:
-    from gateway.classify import derive_slot
+    from gateway.policy import derive_slot
 
     slot = derive_slot(text, policy, type_)
     assert derive_applies(text, policy, type_, slot, scope) == want
