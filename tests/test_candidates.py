@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.candidates import CandidateQueue
 from gateway.clock import ManualClock, SystemClock
-from gateway.embed import LocalEmbedder
 from gateway.errors import Conflict, NotFound
-from gateway.identity import Identity
-from gateway.memories import Memories
-from gateway.mine import Proposal, screen
-from gateway.policy import Policy, load_policy
-from gateway.store import Store
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.mine import Proposal, screen
+from gateway.memory.policy import Policy, load_policy
+from gateway.storage.store import Store
 from tests.secret_corpus import SECRET_VALUES
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ import pytest
 from gateway import __version__
 from gateway.cli import build_parser, main
 from gateway.config import Settings, describe, env_var_names
-from gateway.redis_server import EmbeddedRedis, free_port
+from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Upstream
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import yaml
 
 from gateway import __version__
 from gateway.config import env_var_names
-from gateway.metrics import Metrics
-from gateway.policy import parse_policy
+from gateway.memory.policy import parse_policy
+from gateway.observability.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

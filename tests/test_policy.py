@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.mine import extract
-from gateway.policy import (
+from gateway.memory.mine import extract
+from gateway.memory.policy import (
     DETECTOR_NAMES,
     VALIDATOR_NAMES,
     Policy,
@@ -27,7 +27,7 @@ from gateway.policy import (
     parse_policy,
     shipped_policy_paths,
 )
-from gateway.sensitivity import BUILTIN_DETECTORS, VALIDATORS
+from gateway.memory.sensitivity import BUILTIN_DETECTORS, VALIDATORS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -567,10 +567,10 @@ def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
         names = archive.namelist()
         assert "gateway/policies/default.yaml" in names
         assert "gateway/policies/rules.yaml" in names
-        assert not any(name.startswith(("policies/", "tests/")) for name in names)
+        assert not any(name.startswith(("policies/", "tests/", "benchmarks/")) for name in names)
         archive.extractall(site)
     code = (
-        "import gateway, gateway.policy as p; "
+        "import gateway, gateway.memory.policy as p; "
         "print(gateway.__file__); print(p.load_policy().recall.max_memories)"
     )
     out = subprocess.run(

@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.redis_server import free_port
+from gateway.storage.redis_server import free_port
 from tests.conftest import Gateway, GatewayFactory
 from tests.test_deploy_files import DASHBOARDS, DEPLOY, alert_rules, load_dashboard
 
