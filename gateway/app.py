@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 import structlog
 from litestar import Litestar, Request, Response, get
-from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig

@@ -261,3 +261,31 @@ async def test_two_decisions_on_one_candidate_make_at_most_one_memory(
     # The claim is gone with the decision: nothing is left to decide.
     with pytest.raises(NotFound):
         await q.confirm(me, cand["id"], service)
+
+
+async def test_the_worker_stops_at_once_while_waiting_for_jobs(service: Memories) -> None:
+    """Shutdown does not wait out the blocking read: stopping cancels it (nothing is in hand
+    then), and the job queued afterwards is still there for the next worker."""
+    store = Store(service.store.redis_url, timeout=600.0)
+    try:
+        q = CandidateQueue(
+            store,
+            service.policy,
+            service.clock,
+            stream=f"memgate:test-mine:{uuid.uuid4().hex}",
+        )
+        await q.ensure_group()
+        stop = asyncio.Event()
+        worker = asyncio.create_task(q.run_worker(stop, block_ms=300_000))
+        while not q._waiting:  # noqa: ASYNC110 - until the worker is in its blocking read
+            await asyncio.sleep(0.01)
+        stop.set()
+        # A read that were waited out would hold the worker for 300 s.
+        await asyncio.wait_for(worker, timeout=120)
+        assert worker.exception() is None
+        me = who()
+        await q.submit(me, [{"role": "user", "content": "I prefer green tea"}], (), me.trace_id)
+        later = CandidateQueue(service.store, service.policy, service.clock, stream=q.stream)
+        assert await later.drain_once() == ["queued"]
+    finally:
+        await store.aclose()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import os
 import re
@@ -105,6 +106,7 @@ class CandidateQueue:
         # Chosen once at start-up (MEMGATE_EXTRACTOR): the rule table unless told otherwise.
         self.extractor: Extractor = extractor or extract_rules
         self._group_ready = False
+        self._waiting = False  # in the blocking read for new jobs, nothing in hand
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -465,7 +467,11 @@ class CandidateQueue:
             )
             entries += [(eid, fields) for eid, fields in claimed[1] if fields]
         if not entries:
-            entries = await self._read(">", count, block_ms)
+            self._waiting = True  # nothing in hand: the worker may cancel this read to stop
+            try:
+                entries = await self._read(">", count, block_ms)
+            finally:
+                self._waiting = False
         for entry_id, fields in entries:
             outcomes += await self._handle_entry(_s(entry_id), fields)
         return outcomes
@@ -571,26 +577,43 @@ class CandidateQueue:
         return None
 
     async def run_worker(self, stop: asyncio.Event | None = None, *, block_ms: int = 1000) -> None:
-        """Mine until ``stop`` is set (or the task is cancelled); Redis faults back off."""
+        """Mine until ``stop`` is set (or the task is cancelled); Redis faults back off.
+
+        Setting ``stop`` ends a wait for new jobs at once; a job being mined is finished
+        first. Jobs a cancelled read had already delivered stay pending in the stream and
+        are claimed again, so stopping loses none.
+        """
         stop = stop or asyncio.Event()
+        stopping = asyncio.ensure_future(stop.wait())
         delay = 0.5
-        while not stop.is_set():
-            try:
-                await self.drain_once(block_ms=block_ms)
-                delay = 0.5
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the worker must outlive any one fault
-                if self.metrics is not None:
-                    component = "redis" if isinstance(exc, RedisError) else "miner"
-                    self.metrics.backend_errors.labels(component).inc()
-                log.warning("mine_worker_error", error=type(exc).__name__)
-                self._group_ready = False
+        try:
+            while not stop.is_set():
+                drain = asyncio.ensure_future(self.drain_once(block_ms=block_ms))
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                except TimeoutError:
-                    pass
-                delay = min(delay * 2, 30.0)
+                    await asyncio.wait({drain, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    if not drain.done() and self._waiting:
+                        drain.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await drain
+                        return
+                    await drain
+                    delay = 0.5
+                except asyncio.CancelledError:
+                    drain.cancel()
+                    raise
+                except Exception as exc:  # the worker must outlive any one fault
+                    if self.metrics is not None:
+                        component = "redis" if isinstance(exc, RedisError) else "miner"
+                        self.metrics.backend_errors.labels(component).inc()
+                    log.warning("mine_worker_error", error=type(exc).__name__)
+                    self._group_ready = False
+                    try:
+                        await asyncio.wait_for(stop.wait(), timeout=delay)
+                    except TimeoutError:
+                        pass
+                    delay = min(delay * 2, 30.0)
+        finally:
+            stopping.cancel()
 
 
 def _confirmed_source(cand: dict[str, str], ident: Identity, edited: dict[str, Any]) -> str:
