@@ -19,6 +19,12 @@ from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio, as the gateway does."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def offline_tokens(tmp_path_factory: pytest.TempPathFactory) -> None:
     """tiktoken's files from the installed packages, as `memgate serve` prepares them, for

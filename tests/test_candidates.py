@@ -23,11 +23,6 @@ from tests.secret_corpus import SECRET_VALUES
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def policy() -> Policy:
     return load_policy()

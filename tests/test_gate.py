@@ -18,6 +18,8 @@ from gateway.memory.gate import REASONS, Draft, GateDecision, check_write
 from gateway.memory.policy import Policy, default_policy_path, load_policy, parse_policy
 from tests.secret_corpus import BENIGN, CONTACTS, SECRET_VALUES
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 POLICY = load_policy()
 NOW = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 DAY = timedelta(days=1)

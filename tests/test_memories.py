@@ -23,11 +23,6 @@ from gateway.storage.store import Store
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def embedder(shared_embedder: LocalEmbedder) -> LocalEmbedder:
     return shared_embedder

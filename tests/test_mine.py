@@ -10,6 +10,8 @@ import pytest
 from gateway.memory.mine import MineResult, extract, mining_key, split_sentences
 from gateway.memory.policy import Policy, load_policy
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:

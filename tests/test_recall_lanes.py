@@ -28,11 +28,6 @@ from tests.test_recall import User, memory_message
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return load_policy()

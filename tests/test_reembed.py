@@ -26,11 +26,6 @@ from tests.conftest import GatewayFactory, Upstream
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_reembed_moves_memories_to_the_upstream_model(
     tmp_path: Path, upstream: Upstream, shared_embedder: LocalEmbedder
 ) -> None:
