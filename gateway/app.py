@@ -10,10 +10,10 @@ from typing import Any
 import jinja2
 import structlog
 from litestar import Litestar, Request, Response, get
-from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import Cookie, State
+from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
 from gateway.clock import from_iso, to_iso
@@ -233,11 +234,11 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
 async def home(
     request: Request[Any, Any, State],
     state: State,
-    tenant: str | None = None,
-    q: str | None = None,
-    page: str | None = None,
-    per_page: str | None = None,
-    done: str | None = None,
+    tenant: FromQuery[str | None] = None,
+    q: FromQuery[str | None] = None,
+    page: FromQuery[str | None] = None,
+    per_page: FromQuery[str | None] = None,
+    done: FromQuery[str | None] = None,
 ) -> Template:
     """Tenants and users, searched by tenant id or name (exactly, via ``tenant``, or a part
     of it via ``q``) and by user, a page at a time."""
@@ -402,9 +403,9 @@ async def _user_view(
 async def user_page(
     request: Request[Any, Any, State],
     state: State,
-    tenant: str,
-    user: str,
-    done: str | None = None,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    done: FromQuery[str | None] = None,
 ) -> Template:
     ident = await _signed_in_as(request, tenant, user)
     view = {k: str(request.query_params.get(k) or "") for k in _VIEW_PARAMS}
@@ -440,7 +441,11 @@ def _shown(value: Any) -> str:
 
 @get(_USER + "/memories/{memory_id:str}")
 async def memory_page(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    memory_id: FromPath[str],
 ) -> Template:
     ident = await _signed_in_as(request, tenant, user)
     memory = await state.memories.get(ident, memory_id)
@@ -454,7 +459,11 @@ async def memory_page(
 
 @get(_USER + "/traces/{trace_id:str}")
 async def trace_page(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, trace_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    trace_id: FromPath[str],
 ) -> Template:
     ident = await _signed_in_as(request, tenant, user)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
@@ -533,7 +542,11 @@ def _storable(text: str, state: State) -> str:
 
 @post(_USER + "/memories/{memory_id:str}/edit", status_code=303)
 async def edit_memory(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    memory_id: FromPath[str],
 ) -> Response[Any]:
     ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
@@ -598,7 +611,11 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 
 @post(_USER + "/memories/{memory_id:str}/delete", status_code=303)
 async def delete_memory(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, memory_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    memory_id: FromPath[str],
 ) -> Response[Any]:
     """Delete one memory: the first post shows it and asks for confirmation."""
     ident = await _signed_in_as(request, tenant, user)
@@ -612,7 +629,7 @@ async def delete_memory(
 
 @post(_USER + "/delete", status_code=303)
 async def delete_many(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str
+    request: Request[Any, Any, State], state: State, tenant: FromPath[str], user: FromPath[str]
 ) -> Response[Any]:
     """Delete a project's memories, or all of them: the first post asks for confirmation."""
     ident = await _signed_in_as(request, tenant, user)
@@ -656,7 +673,7 @@ async def _has_anything(state: State, ident: Identity) -> bool:
 
 @post(_USER + "/recall", status_code=303)
 async def set_recall(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str
+    request: Request[Any, Any, State], state: State, tenant: FromPath[str], user: FromPath[str]
 ) -> Response[Any]:
     ident = await _signed_in_as(request, tenant, user)
     paused = (await _form(request)).get("paused") == "true"
@@ -666,7 +683,11 @@ async def set_recall(
 
 @post(_USER + "/candidates/{candidate_id:str}/confirm", status_code=303)
 async def confirm_candidate(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    candidate_id: FromPath[str],
 ) -> Response[Any]:
     ident = await _signed_in_as(request, tenant, user)
     form = await _form(request)
@@ -677,7 +698,11 @@ async def confirm_candidate(
 
 @post(_USER + "/candidates/{candidate_id:str}/reject", status_code=303)
 async def reject_candidate(
-    request: Request[Any, Any, State], state: State, tenant: str, user: str, candidate_id: str
+    request: Request[Any, Any, State],
+    state: State,
+    tenant: FromPath[str],
+    user: FromPath[str],
+    candidate_id: FromPath[str],
 ) -> Response[Any]:
     ident = await _signed_in_as(request, tenant, user)
     await _form(request)

@@ -13,6 +13,7 @@ import msgspec
 import structlog
 from litestar import Request, Response, delete, get, patch, post
 from litestar.datastructures import State
+from litestar.params import FromPath, FromQuery
 
 from gateway.clock import from_iso
 from gateway.errors import BadRequest, NotFound, Unauthorized, WriteRefused
@@ -184,9 +185,9 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
 async def list_memories(
     request: Request[Any, Any, State],
     state: State,
-    project_id: str | None = None,
-    status: str | None = None,
-    type: str | None = None,
+    project_id: FromQuery[str | None] = None,
+    status: FromQuery[str | None] = None,
+    type: FromQuery[str | None] = None,
 ) -> dict[str, Any]:
     ident = await _who(request)
     found = await (await _service(state)).list(
@@ -202,8 +203,8 @@ async def list_memories(
 async def delete_memories(
     request: Request[Any, Any, State],
     state: State,
-    project_id: str | None = None,
-    all: bool = False,
+    project_id: FromQuery[str | None] = None,
+    all: FromQuery[bool] = False,
 ) -> dict[str, Any]:
     ident = await _who(request)
     if not all and not project_id:
@@ -217,14 +218,14 @@ async def delete_memories(
 
 @get("/v1/memories/{memory_id:str}", summary="One memory")
 async def get_memory(
-    request: Request[Any, Any, State], state: State, memory_id: str
+    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
 ) -> dict[str, Any]:
     return (await (await _service(state)).get(await _who(request), memory_id)).to_api()
 
 
 @patch("/v1/memories/{memory_id:str}", summary="Edit a memory")
 async def patch_memory(
-    request: Request[Any, Any, State], state: State, memory_id: str
+    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
 ) -> dict[str, Any]:
     ident = await _who(request)
     changes = _checked_edits(_given(_decode(await request.body(), MemoryPatch)))
@@ -238,7 +239,7 @@ async def patch_memory(
 
 @delete("/v1/memories/{memory_id:str}", status_code=200, summary="Delete a memory")
 async def delete_memory(
-    request: Request[Any, Any, State], state: State, memory_id: str
+    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
 ) -> dict[str, Any]:
     ident = await _who(request)
     await (await _service(state)).delete(
@@ -249,7 +250,7 @@ async def delete_memory(
 
 @get("/v1/memories/{memory_id:str}/history", summary="Every change to a memory")
 async def memory_history(
-    request: Request[Any, Any, State], state: State, memory_id: str
+    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
 ) -> dict[str, Any]:
     entries = await (await _service(state)).history(await _who(request), memory_id)
     return {"object": "list", "id": memory_id, "data": entries}
@@ -272,7 +273,7 @@ async def patch_settings(request: Request[Any, Any, State], state: State) -> dic
 
 @get("/v1/memory/traces/{trace_id:str}", summary="Which memories an answer used, and why")
 async def get_trace(
-    request: Request[Any, Any, State], state: State, trace_id: str
+    request: Request[Any, Any, State], state: State, trace_id: FromPath[str]
 ) -> dict[str, Any]:
     ident = await _who(request)
     trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
@@ -289,7 +290,7 @@ async def get_trace(
     summary="Archive a finished project's memories",
 )
 async def archive_project(
-    request: Request[Any, Any, State], state: State, project_id: str
+    request: Request[Any, Any, State], state: State, project_id: FromPath[str]
 ) -> dict[str, Any]:
     ident = await _who(request)
     count = await (await _service(state)).archive_project(ident, _project(project_id) or "")
@@ -307,7 +308,7 @@ async def list_candidates(request: Request[Any, Any, State], state: State) -> di
     summary="Confirm a candidate (optionally edited): it becomes a memory",
 )
 async def confirm_candidate(
-    request: Request[Any, Any, State], state: State, candidate_id: str
+    request: Request[Any, Any, State], state: State, candidate_id: FromPath[str]
 ) -> Response[Any]:
     ident = await _who(request)
     raw = await request.body()
@@ -322,7 +323,7 @@ async def confirm_candidate(
     summary="Reject a candidate: it is never proposed again",
 )
 async def reject_candidate(
-    request: Request[Any, Any, State], state: State, candidate_id: str
+    request: Request[Any, Any, State], state: State, candidate_id: FromPath[str]
 ) -> dict[str, Any]:
     await state.candidates.reject(await _who(request), candidate_id)
     return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
@@ -419,7 +420,7 @@ async def list_keys(request: Request[Any, Any, State]) -> dict[str, Any]:
 
 
 @post("/v1/memory/keys/{key_id:str}/rotate", status_code=200, summary="New secret, same tenant")
-async def rotate_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+async def rotate_key(request: Request[Any, Any, State], key_id: FromPath[str]) -> dict[str, Any]:
     keyring = admin_keyring(request)
     key, secret = await keyring.rotate(key_id)
     log.info("gateway_key_rotated", key_id=key.id)
@@ -427,7 +428,7 @@ async def rotate_key(request: Request[Any, Any, State], key_id: str) -> dict[str
 
 
 @delete("/v1/memory/keys/{key_id:str}", status_code=200, summary="Revoke a gateway key (admin)")
-async def revoke_key(request: Request[Any, Any, State], key_id: str) -> dict[str, Any]:
+async def revoke_key(request: Request[Any, Any, State], key_id: FromPath[str]) -> dict[str, Any]:
     keyring = admin_keyring(request)
     key = await keyring.revoke(key_id)
     log.info("gateway_key_revoked", key_id=key.id)

@@ -13,6 +13,7 @@ import structlog
 from litestar import Request, Response, post, route
 from litestar.datastructures import State
 from litestar.enums import HttpMethod
+from litestar.params import FromPath
 from litestar.response import Stream
 
 from gateway.errors import (
@@ -457,7 +458,9 @@ def _too_large(limit: int) -> RequestTooLarge:
     include_in_schema=False,
     request_max_body_size=None,
 )
-async def passthrough(request: Request[Any, Any, State], state: State, path: str) -> Response[Any]:
+async def passthrough(
+    request: Request[Any, Any, State], state: State, path: FromPath[str]
+) -> Response[Any]:
     """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
     rec = _Record(route="passthrough", started=state.clock.monotonic(), path=_bind_request(request))
     try:
