@@ -10,36 +10,37 @@ from typing import Any
 import jinja2
 import structlog
 from litestar import Litestar, Request, Response, get
-from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import __version__, api_docs
-from .access import AdminThrottle, trusted_networks
-from .admin import ROUTER as ADMIN_ROUTER
-from .background import Background
-from .candidates import CandidateQueue
-from .clock import Clock, EvalAwareClock, SystemClock
-from .config import Settings
-from .embed import Embedder, make_embedder
-from .errors import BackendUnavailable, MemgateError, error_body
-from .extract_llm import make_extractor
-from .keys import Keyring
-from .memories import Memories
-from .memory_api import ROUTES as MEMORY_ROUTES
-from .metrics import UNUSED_AFTER_DAYS, Metrics
-from .pipeline import MemoryFlow, MemoryPipeline
-from .policy import Policy, load_policy
-from .proxy import chat_completions, passthrough, responses_create
-from .recall import Recaller
-from .redis_server import EmbeddedRedis, EmbeddedRedisError
-from .reembed import keep_carrying_over
-from .store import Store, backend_unavailable
-from .tokens import prepare_cache
-from .upstream import Upstream
+from gateway import __version__
+from gateway.clock import Clock, EvalAwareClock, SystemClock
+from gateway.config import Settings
+from gateway.errors import BackendUnavailable, MemgateError, error_body
+from gateway.http import api_docs
+from gateway.http.admin import ROUTER as ADMIN_ROUTER
+from gateway.http.memory_api import ROUTES as MEMORY_ROUTES
+from gateway.http.proxy import chat_completions, passthrough, responses_create
+from gateway.memory.access import AdminThrottle, trusted_networks
+from gateway.memory.background import Background
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import Embedder, make_embedder
+from gateway.memory.extract_llm import make_extractor
+from gateway.memory.memories import Memories
+from gateway.memory.pipeline import MemoryFlow, MemoryPipeline
+from gateway.memory.policy import Policy, load_policy
+from gateway.memory.recall import Recaller
+from gateway.memory.reembed import keep_carrying_over
+from gateway.memory.tokens import prepare_cache
+from gateway.observability.metrics import UNUSED_AFTER_DAYS, Metrics
+from gateway.storage.keys import Keyring
+from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+from gateway.storage.store import Store, backend_unavailable
+from gateway.upstream import Upstream
 
 log = structlog.get_logger("memgate")
 

@@ -11,12 +11,13 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from . import __version__
-from .config import Settings, describe, mask_url, open_relay_problem
+from gateway import __version__
+from gateway.config import Settings, describe, mask_url, open_relay_problem
 
 # The app each worker process builds when ``memgate serve --workers N`` runs several of them.
 WORKER_APP = "gateway.cli:worker_app"
@@ -34,7 +35,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def _load_policy(settings: Settings) -> Any:
-    from .policy import PolicyError, load_policy
+    from gateway.memory.policy import PolicyError, load_policy
 
     try:
         return load_policy(settings.policy)
@@ -45,8 +46,8 @@ def _load_policy(settings: Settings) -> Any:
 def worker_app() -> Any:
     """The app of one worker process; the parent already resolved the Redis URL (an embedded
     Redis is started once, by the parent) and put it in the environment."""
-    from .app import create_app
-    from .logs import configure_logging
+    from gateway.app import create_app
+    from gateway.observability.logs import configure_logging
 
     settings = Settings.from_env()
     configure_logging(settings.log_level)
@@ -77,10 +78,10 @@ def server_options(settings: Settings, host: str, port: int) -> dict[str, Any]:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .logs import configure_logging
-    from .metrics import MULTIPROC_ENV
-    from .redis_server import EmbeddedRedis, EmbeddedRedisError
-    from .tokens import prepare_cache
+    from gateway.memory.tokens import prepare_cache
+    from gateway.observability.logs import configure_logging
+    from gateway.observability.metrics import MULTIPROC_ENV
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 
     settings = Settings.from_env()
     host = args.host or settings.host
@@ -123,7 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
             upstream=mask_url(settings.upstream_url),
         )
         if workers == 1:
-            from .app import create_app
+            from gateway.app import create_app
 
             app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
             uvicorn.run(app, **server_args)
@@ -149,7 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _count_keys(redis_url: str) -> int:
     import asyncio
 
-    from .store import Store
+    from gateway.storage.store import Store
 
     async def run() -> int:
         store = Store(redis_url)
@@ -168,12 +169,12 @@ def _keys(args: argparse.Namespace) -> int:
     import hashlib
     import json
 
-    from .clock import SystemClock
-    from .errors import MemgateError
-    from .identity import TENANT_HASH_CHARS
-    from .keys import Keyring
-    from .redis_server import EmbeddedRedis
-    from .store import Store
+    from gateway.clock import SystemClock
+    from gateway.errors import MemgateError
+    from gateway.memory.identity import TENANT_HASH_CHARS
+    from gateway.storage.keys import Keyring
+    from gateway.storage.redis_server import EmbeddedRedis
+    from gateway.storage.store import Store
 
     if args.action == "legacy-tenant":
         key = sys.stdin.readline().strip()
@@ -225,7 +226,7 @@ def _keys(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .policy import default_policy_path
+    from gateway.memory.policy import default_policy_path
 
     settings = Settings.from_env()
     if settings.policy is None:
@@ -237,12 +238,12 @@ def _config(args: argparse.Namespace) -> int:
 def _reembed(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .clock import SystemClock
-    from .embed import make_embedder
-    from .memories import Memories
-    from .redis_server import EmbeddedRedis, EmbeddedRedisError
-    from .reembed import reembed
-    from .store import Store
+    from gateway.clock import SystemClock
+    from gateway.memory.embed import make_embedder
+    from gateway.memory.memories import Memories
+    from gateway.memory.reembed import reembed
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+    from gateway.storage.store import Store
 
     settings = Settings.from_env()
     policy = _load_policy(settings)
@@ -279,8 +280,30 @@ def _reembed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmarks() -> None:
+    """Make the repository's ``benchmarks`` package importable, here and in the processes a
+    benchmark starts; the benchmarks are not part of the installed package."""
+    import importlib.util
+
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "benchmarks" / "__init__.py").is_file():
+        if importlib.util.find_spec("benchmarks") is None:
+            raise CommandError(
+                "the benchmarks need a repository checkout (they are not installed with "
+                "the package): run them from a clone with `pip install -e .`"
+            )
+        return
+    root = str(checkout)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, *paths]))
+
+
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import run_proxy_bench
+    _benchmarks()
+    from benchmarks.bench import run_proxy_bench
 
     return run_proxy_bench(
         rounds=args.rounds,
@@ -292,13 +315,14 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _bench_soak(args: argparse.Namespace) -> int:
-    from .bench_soak import run_soak
+    _benchmarks()
+    from benchmarks.bench_soak import run_soak
 
     return run_soak(seconds=args.seconds, concurrency=args.concurrency, users=args.users)
 
 
 def _bench_scenarios(args: argparse.Namespace) -> int:
-    from .scenario_eval import run_scenario_bench
+    from gateway.memory.scenario_eval import run_scenario_bench
 
     return run_scenario_bench(
         scenarios=args.scenarios,
@@ -309,7 +333,7 @@ def _bench_scenarios(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .eval import run_eval
+    from gateway.memory.eval import run_eval
 
     return run_eval(
         scenarios=args.scenarios,
@@ -335,7 +359,8 @@ def _sizes(text: str) -> list[int]:
 
 
 def _bench_recall(args: argparse.Namespace) -> int:
-    from .bench_recall import run_recall_bench
+    _benchmarks()
+    from benchmarks.bench_recall import run_recall_bench
 
     return run_recall_bench(
         sizes=args.sizes,
@@ -347,7 +372,8 @@ def _bench_recall(args: argparse.Namespace) -> int:
 
 
 def _bench_locomo(args: argparse.Namespace) -> int:
-    from .bench_recall import run_locomo_bench
+    _benchmarks()
+    from benchmarks.bench_recall import run_locomo_bench
 
     return run_locomo_bench(
         data=args.data,
@@ -630,8 +656,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _explain(exc: Exception) -> str:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import RedisError
+    from gateway.storage import ConnectionError as RedisConnectionError
+    from gateway.storage import RedisError
 
     if isinstance(exc, RedisConnectionError):
         return "cannot reach Redis (check MEMGATE_REDIS_URL and that the server is up)."

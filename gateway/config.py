@@ -47,7 +47,7 @@ class Settings:
     log_level: str = "info"
     """debug, info, warning or error."""
     policy: str | None = None
-    """Path to a policy YAML file; unset uses ``policies/default.yaml``."""
+    """Path to a policy overlay merged onto the shipped policy; unset uses the shipped one."""
     embeddings: str = "local"
     """``local`` (offline multilingual USE) or ``upstream`` (the upstream's /v1/embeddings)."""
     embeddings_model: str = "text-embedding-3-small"

@@ -14,8 +14,8 @@ import aiohttp
 import yarl
 from multidict import CIMultiDict
 
-from .config import Settings
-from .errors import UpstreamTimeout, UpstreamUnreachable
+from gateway.config import Settings
+from gateway.errors import UpstreamTimeout, UpstreamUnreachable
 
 HOP_BY_HOP = frozenset(
     {

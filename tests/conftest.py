@@ -13,10 +13,16 @@ import pytest
 from gateway.app import create_app
 from gateway.clock import Clock
 from gateway.config import Settings
-from gateway.embed import LocalEmbedder
-from gateway.redis_server import EmbeddedRedis, free_port
-from gateway.tokens import prepare_cache
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.tokens import prepare_cache
+from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio, as the gateway does."""
+    return "asyncio"
 
 
 @pytest.fixture(scope="session", autouse=True)

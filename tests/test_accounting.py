@@ -12,7 +12,7 @@ import httpx
 import openai
 import structlog
 
-from gateway import tokens
+from gateway.memory import tokens
 from tests.conftest import Gateway, GatewayFactory, Upstream
 
 KEY = "sk-test-accounting"

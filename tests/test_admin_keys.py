@@ -17,7 +17,7 @@ import openai
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from gateway.redis_server import EmbeddedRedis
+from gateway.storage.redis_server import EmbeddedRedis
 from tests.conftest import Gateway, GatewayFactory, Upstream
 from tests.test_admin_page import ADMIN_TOKEN, _signed_in, browser, page, sign_in
 from tests.test_admin_views import DESKTOP, PHONE, _both_widths, _no_page_overflow, shots

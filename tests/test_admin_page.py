@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from gateway.clock import ManualClock, SystemClock
-from gateway.identity import tenant_for_key
+from gateway.memory.identity import tenant_for_key
 from tests.conftest import Gateway, GatewayFactory
 from tests.test_mining_e2e import memories, pending
 from tests.test_recall import User

@@ -17,10 +17,10 @@ import pytest
 from babel.messages.extract import extract_from_dir
 from playwright.sync_api import Browser, Page, expect
 
-from gateway.admin_text import catalog_path
 from gateway.clock import SystemClock
-from gateway.identity import tenant_for_key
-from gateway.policy import load_policy
+from gateway.http.admin_text import catalog_path
+from gateway.memory.identity import tenant_for_key
+from gateway.memory.policy import load_policy
 from tests.conftest import Gateway, GatewayFactory
 from tests.test_admin_page import ADMIN_TOKEN, _signed_in, browser, page, sign_in
 from tests.test_mining_e2e import memories
@@ -87,7 +87,7 @@ def test_every_message_of_the_page_has_a_chinese_translation() -> None:
         str(root),
         method_map=[
             ("templates/admin/**.html", "jinja2"),
-            ("admin*.py", "python"),
+            ("http/admin*.py", "python"),
         ],
         keywords={"_": None, "N_": None, "gettext": None},
     ):

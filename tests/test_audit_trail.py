@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from gateway.identity import tenant_for_key
+from gateway.memory.identity import tenant_for_key
 from tests.conftest import Gateway
 from tests.test_mining_e2e import confirm, pending
 from tests.test_recall import User

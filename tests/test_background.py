@@ -18,11 +18,11 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from gateway.background import Background
-from gateway.candidates import STREAM
-from gateway.metrics import Metrics
-from gateway.redis_server import EmbeddedRedis
-from gateway.store import Store
+from gateway.memory.background import Background
+from gateway.memory.candidates import STREAM
+from gateway.observability.metrics import Metrics
+from gateway.storage.redis_server import EmbeddedRedis
+from gateway.storage.store import Store
 from tests.conftest import GatewayFactory
 from tests.test_mining_e2e import counter, wait_until
 from tests.test_recall import User

@@ -9,14 +9,14 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.candidates import CandidateQueue
 from gateway.clock import SystemClock
-from gateway.embed import LocalEmbedder
-from gateway.identity import Identity, tenant_for_key
-from gateway.memories import Memories
-from gateway.mine import Proposal, screen
-from gateway.policy import load_policy
-from gateway.store import Store
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity, tenant_for_key
+from gateway.memory.memories import Memories
+from gateway.memory.mine import Proposal, screen
+from gateway.memory.policy import load_policy
+from gateway.storage.store import Store
 from tests.conftest import Gateway, GatewayFactory, Upstream
 from tests.test_recall import User
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gateway import bench
+from benchmarks import bench
 
 
 def test_bench_proxy_smoke() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gateway import bench_recall
+from benchmarks import bench_recall
 from gateway.cli import main
-from gateway.policy import load_policy
-from gateway.records import Memory
-from gateway.store import Hit
+from gateway.memory.policy import load_policy
+from gateway.memory.records import Memory
+from gateway.storage.store import Hit
 
 NUMBER = r"\d+\.\d\d"
 RATE = r"(\d\.\d{3}|-)"

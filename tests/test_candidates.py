@@ -9,23 +9,18 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.candidates import CandidateQueue
 from gateway.clock import ManualClock, SystemClock
-from gateway.embed import LocalEmbedder
 from gateway.errors import Conflict, NotFound
-from gateway.identity import Identity
-from gateway.memories import Memories
-from gateway.mine import Proposal, screen
-from gateway.policy import Policy, load_policy
-from gateway.store import Store
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.mine import Proposal, screen
+from gateway.memory.policy import Policy, load_policy
+from gateway.storage.store import Store
 from tests.secret_corpus import SECRET_VALUES
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="session")
@@ -261,3 +256,31 @@ async def test_two_decisions_on_one_candidate_make_at_most_one_memory(
     # The claim is gone with the decision: nothing is left to decide.
     with pytest.raises(NotFound):
         await q.confirm(me, cand["id"], service)
+
+
+async def test_the_worker_stops_at_once_while_waiting_for_jobs(service: Memories) -> None:
+    """Shutdown does not wait out the blocking read: stopping cancels it (nothing is in hand
+    then), and the job queued afterwards is still there for the next worker."""
+    store = Store(service.store.redis_url, timeout=600.0)
+    try:
+        q = CandidateQueue(
+            store,
+            service.policy,
+            service.clock,
+            stream=f"memgate:test-mine:{uuid.uuid4().hex}",
+        )
+        await q.ensure_group()
+        stop = asyncio.Event()
+        worker = asyncio.create_task(q.run_worker(stop, block_ms=300_000))
+        while not q._waiting:  # noqa: ASYNC110 - until the worker is in its blocking read
+            await asyncio.sleep(0.01)
+        stop.set()
+        # A read that were waited out would hold the worker for 300 s.
+        await asyncio.wait_for(worker, timeout=120)
+        assert worker.exception() is None
+        me = who()
+        await q.submit(me, [{"role": "user", "content": "I prefer green tea"}], (), me.trace_id)
+        later = CandidateQueue(service.store, service.policy, service.clock, stream=q.stream)
+        assert await later.drain_once() == ["queued"]
+    finally:
+        await store.aclose()

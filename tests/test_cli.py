@@ -19,7 +19,7 @@ import pytest
 from gateway import __version__
 from gateway.cli import build_parser, main, server_options
 from gateway.config import Settings, describe, env_var_names
-from gateway.redis_server import EmbeddedRedis, free_port
+from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Upstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +175,7 @@ def test_reembed_with_an_unreachable_redis(tmp_path: Path) -> None:
 
 def test_bad_policy_is_one_line(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    policy.write_text((ROOT / "policies" / "default.yaml").read_text() + "\nnot_a_key: true\n")
+    policy.write_text((ROOT / "policies" / "example.yaml").read_text() + "\nnot_a_key: true\n")
     for command in ("serve", "reembed"):
         line = _one_clear_line(_memgate(command, env=_env(MEMGATE_POLICY=str(policy))))
         assert line.startswith(f"memgate {command}: bad policy: ") and "policy.yaml" in line

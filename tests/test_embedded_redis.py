@@ -13,7 +13,7 @@ import httpx
 import pytest
 import redis
 
-from gateway.redis_server import EmbeddedRedis, EmbeddedRedisError, free_port
+from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError, free_port
 
 
 def test_query_engine_and_persistence_across_restart(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.eval import ArmResult, EvalRunner, encode_answers, recorded_answer, stub_app
-from gateway.eval_scenarios import (
+from gateway.memory.eval import ArmResult, EvalRunner, encode_answers, recorded_answer, stub_app
+from gateway.memory.eval_scenarios import (
     SHIPPED_EVAL,
     AnswerChecks,
     EvalScenario,
@@ -22,8 +22,8 @@ from gateway.eval_scenarios import (
     check_answer,
     load_eval_scenarios,
 )
-from gateway.redis_server import free_port
-from gateway.scenario_eval import SHIPPED, ScenarioError, load_scenarios
+from gateway.memory.scenario_eval import SHIPPED, ScenarioError, load_scenarios
+from gateway.storage.redis_server import free_port
 from tests.conftest import Gateway, GatewayFactory
 from tests.upstream_stub import ServerThread
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from gateway.config import Settings
-from gateway.extract_llm import (
+from gateway.memory.extract_llm import (
     MAX_CANDIDATES,
     SCHEMA_NAME,
     ExtractorFailure,
@@ -23,8 +23,8 @@ from gateway.extract_llm import (
     parse_reply,
     screen_candidates,
 )
-from gateway.mine import MineResult, extract_rules, mining_key
-from gateway.policy import Policy, load_policy
+from gateway.memory.mine import MineResult, extract_rules, mining_key
+from gateway.memory.policy import Policy, load_policy
 from gateway.upstream import Upstream as UpstreamClient
 from tests.conftest import GatewayFactory, Upstream
 from tests.test_recall import User

@@ -17,8 +17,8 @@ import pytest
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.embed import LocalEmbedder
-from gateway.redis_server import EmbeddedRedis, free_port
+from gateway.memory.embed import LocalEmbedder
+from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Gateway, GatewayFactory, Upstream
 from tests.test_mining_e2e import counter, wait_until
 from tests.test_recall import User

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis
 
-from gateway.identity import tenant_for_key
+from gateway.memory.identity import tenant_for_key
 from tests.conftest import Gateway
 from tests.test_mining_e2e import memories, pending, wait_until
 from tests.test_recall import User

@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gateway.classify
-import gateway.gate
-import gateway.policy
-import gateway.sensitivity
-from gateway.gate import REASONS, Draft, GateDecision, check_write
-from gateway.policy import Policy, default_policy_path, load_policy, parse_policy
+import gateway.memory.gate
+import gateway.memory.policy
+import gateway.memory.sensitivity
+from gateway.memory.gate import REASONS, Draft, GateDecision, check_write
+from gateway.memory.policy import Policy, default_policy_path, load_policy, parse_policy
 from tests.secret_corpus import BENIGN, CONTACTS, SECRET_VALUES
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 POLICY = load_policy()
 NOW = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
@@ -199,7 +200,7 @@ def test_now_must_be_aware() -> None:
 
 
 def test_time_comes_only_from_the_argument() -> None:
-    for module in (gateway.gate, gateway.policy, gateway.sensitivity, gateway.classify):
+    for module in (gateway.memory.gate, gateway.memory.policy, gateway.memory.sensitivity):
         source = inspect.getsource(module)
         for call in ("datetime.now", "datetime.utcnow", "date.today", "time.time("):
             assert call not in source, (module.__name__, call)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import InvalidIdentity
-from gateway.identity import Access, client_access, client_key, resolve, tenant_for_key
+from gateway.memory.identity import Access, client_access, client_key, resolve, tenant_for_key
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 
 def test_tenant_is_a_truncated_hash_of_the_key_and_keys_never_share() -> None:

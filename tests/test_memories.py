@@ -13,19 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.clock import ManualClock, SystemClock
-from gateway.embed import LocalEmbedder
 from gateway.errors import NotFound, WriteRefused
-from gateway.identity import Identity
-from gateway.memories import Memories
-from gateway.policy import Policy, load_policy
-from gateway.store import Store
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.policy import Policy, load_policy
+from gateway.storage.store import Store
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="session")
@@ -383,7 +378,7 @@ async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: 
     """Any user text reaches RediSearch only as escaped content tokens: no error, no crash."""
     import numpy as np
 
-    from gateway.textsearch import search_text
+    from gateway.memory.textsearch import search_text
 
     me = who(tenant="hyp-recall", user="victim")
     if not await service.list(me):
@@ -471,7 +466,7 @@ def test_every_field_survives_the_hash_round_trip() -> None:
     from dataclasses import fields
     from datetime import UTC, datetime
 
-    from gateway.records import Memory
+    from gateway.memory.records import Memory
 
     def at(day: int) -> datetime:
         return datetime(2026, 1, day, 12, 0, tzinfo=UTC)
@@ -512,7 +507,7 @@ async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) ->
     """Listings read memories a slice of keys per script call; none may fall between."""
     import numpy as np
 
-    from gateway.records import Memory, new_memory_id
+    from gateway.memory.records import Memory, new_memory_id
 
     me = who()
     await service.ready()

@@ -1,4 +1,4 @@
-"""Unit tests for gateway.metrics: names, types, labels and pre-initialisation."""
+"""Unit tests for gateway.observability.metrics: names, types, labels and pre-initialisation."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway import metrics as m
-from gateway.metrics import Metrics
+from gateway.observability import metrics as m
+from gateway.observability.metrics import Metrics
 
 # family name (as the parser reports it: counters without ``_total``) -> (type, label names)
 EXPECTED = {

@@ -7,8 +7,10 @@ import string
 
 import pytest
 
-from gateway.mine import MineResult, extract, mining_key, split_sentences
-from gateway.policy import Policy, load_policy
+from gateway.memory.mine import MineResult, extract, mining_key, split_sentences
+from gateway.memory.policy import Policy, load_policy
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 
 @pytest.fixture(scope="module")

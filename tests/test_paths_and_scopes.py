@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from gateway.inject import neutralise
+from gateway.memory.inject import neutralise
 from tests.conftest import Gateway, Upstream
 from tests.test_recall import User
 

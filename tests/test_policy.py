@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import zipfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,20 +14,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.classify import derive_slot, is_one_time
-from gateway.mine import extract
-from gateway.policy import (
+from gateway.memory.mine import extract
+from gateway.memory.policy import (
     DETECTOR_NAMES,
     VALIDATOR_NAMES,
     Policy,
     PolicyError,
     default_policy_path,
+    derive_slot,
+    is_one_time,
     load_policy,
     parse_policy,
+    shipped_policy_paths,
 )
-from gateway.sensitivity import BUILTIN_DETECTORS, VALIDATORS
+from gateway.memory.sensitivity import BUILTIN_DETECTORS, VALIDATORS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_TEXT = default_policy_path().read_text(encoding="utf-8")
+SHIPPED = [path.read_text(encoding="utf-8") for path in shipped_policy_paths()]
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +41,14 @@ def policy() -> Policy:
 
 
 def variant(tmp_path: Path, old: str, new: str, *, name: str = "x.yaml") -> tuple[Path, int]:
-    """Write the default policy with ``old`` replaced once; return the file and new's line."""
-    assert DEFAULT_TEXT.count(old) == 1, f"ambiguous or missing: {old!r}"
-    text = DEFAULT_TEXT.replace(old, new)
+    """Write the shipped file that holds ``old`` with it replaced once, as an overlay; return
+    the overlay and new's line."""
+    holders = [text for text in SHIPPED if old in text]
+    assert len(holders) == 1 and holders[0].count(old) == 1, f"ambiguous or missing: {old!r}"
+    shipped = holders[0]
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path, DEFAULT_TEXT[: DEFAULT_TEXT.index(old)].count("\n") + 1
+    path.write_text(shipped.replace(old, new), encoding="utf-8")
+    return path, shipped[: shipped.index(old)].count("\n") + 1
 
 
 def error_of(path: Path) -> str:
@@ -154,9 +165,12 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     path, line = variant(tmp_path, "  token_budget: 500", "  token_budgett: 500")
     message = error_of(path)
     assert f"{path}:{line}: recall.token_budgett: unknown key" in message
-    # A missing key is reported at its parent.
-    parent = DEFAULT_TEXT[: DEFAULT_TEXT.index("\nrecall:\n")].count("\n") + 2
-    assert f"{path}:{parent}: recall.token_budget: Field required" in message
+
+
+def test_a_missing_key_is_reported_at_its_parent(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("types:\n  trip:\n    ttl_days: 3\n", encoding="utf-8")
+    assert f"{overlay}:2: types.trip.tier: Field required" in error_of(overlay)
 
 
 def test_unknown_key_in_a_list_item(tmp_path: Path) -> None:
@@ -254,10 +268,9 @@ def test_group_beyond_the_regex(tmp_path: Path) -> None:
 
 
 def test_time_limited_type_needs_a_ttl(tmp_path: Path) -> None:
-    path, line = variant(
-        tmp_path, "    tier: time_limited\n    ttl_days: 30\n", "    tier: time_limited\n"
-    )
-    assert f"{path}:{line}: types.goal.tier: a time_limited type needs ttl_days" in error_of(path)
+    path = tmp_path / "overlay.yaml"
+    path.write_text("types:\n  trip:\n    tier: time_limited\n", encoding="utf-8")
+    assert f"{path}:3: types.trip.tier: a time_limited type needs ttl_days" in error_of(path)
 
 
 def test_long_term_type_cannot_expire(tmp_path: Path) -> None:
@@ -404,13 +417,10 @@ def test_candidate_pool_covers_max_memories(tmp_path: Path) -> None:
     )
 
 
-def test_missing_section(tmp_path: Path) -> None:
-    start = DEFAULT_TEXT.index("limits:\n")
+def test_an_overlay_cannot_remove_a_section(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
-    path.write_text(DEFAULT_TEXT[:start], encoding="utf-8")
-    # Reported where the document's mapping starts (after the header comments).
-    first = DEFAULT_TEXT[: DEFAULT_TEXT.index("version: 1")].count("\n") + 1
-    assert f"{path}:{first}: limits: Field required" in error_of(path)
+    path.write_text("# no limits\nlimits:\n", encoding="utf-8")
+    assert f"{path}:2: limits: Input should be a valid dictionary" in error_of(path)
 
 
 def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
@@ -482,9 +492,93 @@ def test_any_unknown_key_is_named_with_its_line(section: str, key: str) -> None:
     policy = load_policy()
     if key in type(getattr(policy, section)).model_fields:
         return
-    header = f"\n{section}:\n"
-    text = DEFAULT_TEXT.replace(header, f"{header}  {key}: 1\n", 1)
-    line = DEFAULT_TEXT[: DEFAULT_TEXT.index(header)].count("\n") + 3
     with pytest.raises(PolicyError) as info:
-        parse_policy(text, "p.yaml")
-    assert f"p.yaml:{line}: {section}.{key}: unknown key" in str(info.value)
+        parse_policy(f"# overlay\n{section}:\n  {key}: 1\n", "p.yaml")
+    assert f"p.yaml:3: {section}.{key}: unknown key" in str(info.value)
+
+
+# --- overlays ----------------------------------------------------------------------------------
+
+
+def test_an_overlay_changes_one_knob_and_keeps_the_rules(policy: Policy) -> None:
+    custom = parse_policy("recall:\n  max_memories: 4\n", "overlay.yaml")
+    assert custom.origin == "overlay.yaml"
+    assert custom.recall.max_memories == 4
+    assert custom.recall.token_budget == policy.recall.token_budget
+    assert custom.sensitivity.patterns == policy.sensitivity.patterns
+    assert custom.mining == policy.mining and custom.topics == policy.topics
+
+
+def test_an_overlay_merges_mappings_and_replaces_lists(policy: Policy) -> None:
+    overlay = (
+        "types:\n  trip:\n    tier: time_limited\n    ttl_days: 10\n"
+        "topics:\n  - name: travel\n    keywords: [flight, hotel]\n"
+        "sensitivity:\n  inject_levels: [low]\n"
+    )
+    custom = parse_policy(overlay, "overlay.yaml")
+    assert set(custom.types) == {*policy.types, "trip"}
+    assert custom.ttl_for("trip") == timedelta(days=10)
+    assert [t.name for t in custom.topics] == ["travel"]
+    assert custom.sensitivity.inject_levels == ("low",)
+    assert custom.sensitivity.store_levels == policy.sensitivity.store_levels
+    assert custom.sensitivity.patterns == policy.sensitivity.patterns
+
+
+def test_an_empty_overlay_is_the_shipped_policy(tmp_path: Path, policy: Policy) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing changed\n", encoding="utf-8")
+    assert load_policy(path).model_dump() == policy.model_dump()
+
+
+def test_errors_in_a_list_an_overlay_replaced_name_the_overlay() -> None:
+    overlay = "# topics\ntopics:\n  - name: travel\n    keywords: [flight]\n    reaches: [moon]\n"
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    assert str(info.value) == "overlay.yaml:5: topics[0].reaches[0]: unknown topic 'moon'"
+
+
+def test_the_repository_example_overlay_is_valid() -> None:
+    example = ROOT / "policies" / "example.yaml"
+    assert load_policy(example).origin == str(example)
+    assert len(example.read_text(encoding="utf-8").splitlines()) < 80
+
+
+def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
+    """A non-editable install has no repository next to it: the policy is package data."""
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("memgate-*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        assert "gateway/policies/default.yaml" in names
+        assert "gateway/policies/rules.yaml" in names
+        assert not any(name.startswith(("policies/", "tests/", "benchmarks/")) for name in names)
+        archive.extractall(site)
+    code = (
+        "import gateway, gateway.memory.policy as p; "
+        "print(gateway.__file__); print(p.load_policy().recall.max_memories)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    assert out[0].startswith(str(site)) and out[1] == "6"

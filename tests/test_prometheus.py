@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.redis_server import EmbeddedRedis, free_port
+from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Gateway, GatewayFactory
 from tests.test_deploy_files import DASHBOARDS, DEPLOY, alert_rules, load_dashboard
 
@@ -458,18 +458,27 @@ def _metric_sum(text: str, name: str) -> float:
     )
 
 
+@pytest.fixture
+def own_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A Redis of the test's own: the never-injected share counts every tenant's memories,
+    and the session's Redis holds whatever earlier tests saved."""
+    server = EmbeddedRedis(tmp_path / "own-redis")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 def test_live_memory_signals_against_real_prometheus(
-    make_gateway: GatewayFactory, tmp_path: Path, request: pytest.FixtureRequest
+    own_redis_url: str, make_gateway: GatewayFactory, tmp_path: Path
 ) -> None:
     """The dashboard's live quality signals hold the figures memgate's own counters give, and
     the memory report shows the same for one user."""
     # The request's model is counted as "other", a series that exists (at zero) from the start,
-    # so rate() sees the whole increase of both token counters. The shares count every
-    # memory in the index, so this gateway has a Redis of its own.
-    own_redis = EmbeddedRedis(tmp_path / "own-redis")
-    request.addfinalizer(own_redis.stop)
+    # so rate() sees the whole increase of both token counters.
     gateway = make_gateway(
-        redis_url=own_redis.start(), metrics_sample_seconds=0.2, metrics_models="some-other-model"
+        redis_url=own_redis_url, metrics_sample_seconds=0.2, metrics_models="some-other-model"
     )
     admin = {
         "Authorization": "Bearer test-admin-token",

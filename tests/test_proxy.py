@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.redis_server import free_port
+from gateway.storage.redis_server import free_port
 from tests.conftest import Gateway, GatewayFactory, Upstream
 
 KEY = "sk-test-client-key-1"

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from gateway.config import env_var_names
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from gateway.clock import ManualClock, SystemClock
-from gateway.inject import PREAMBLE
-from gateway.redis_server import EmbeddedRedis
+from gateway.memory.inject import PREAMBLE
+from gateway.storage.redis_server import EmbeddedRedis
 from tests.conftest import Gateway, GatewayFactory, Upstream
 
 _n = iter(range(10**6))

@@ -13,26 +13,20 @@ import httpx
 import openai
 import pytest
 
-from gateway.candidates import CandidateQueue
-from gateway.classify import derive_applies, topics_of
 from gateway.clock import ManualClock, SystemClock
-from gateway.embed import LocalEmbedder
-from gateway.identity import Identity
-from gateway.inject import FACTS, STANDING, render
-from gateway.memories import Memories
-from gateway.mine import Proposal, screen
-from gateway.policy import Policy, load_policy
-from gateway.scenario_eval import Runner, load_scenarios, tally
-from gateway.store import Store
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.inject import FACTS, STANDING, render
+from gateway.memory.memories import Memories
+from gateway.memory.mine import Proposal, screen
+from gateway.memory.policy import Policy, derive_applies, load_policy, topics_of
+from gateway.memory.scenario_eval import Runner, load_scenarios, tally
+from gateway.storage.store import Store
 from tests.conftest import Gateway
 from tests.test_recall import User, memory_message
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +77,7 @@ def memory(me: User, mid: str) -> dict[str, Any]:
 def test_how_a_memory_applies_by_default(
     policy: Policy, text: str, type_: str, scope: str, want: str
 ) -> None:
-    from gateway.classify import derive_slot
+    from gateway.memory.policy import derive_slot
 
     slot = derive_slot(text, policy, type_)
     assert derive_applies(text, policy, type_, slot, scope) == want

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.background import Background
 from gateway.clock import SystemClock
-from gateway.identity import Identity, new_trace_id
-from gateway.metrics import Metrics
-from gateway.pipeline import MemoryFlow
-from gateway.recall import RecallResult
+from gateway.memory.background import Background
+from gateway.memory.identity import Identity, new_trace_id
+from gateway.memory.pipeline import MemoryFlow
+from gateway.memory.recall import RecallResult
+from gateway.observability.metrics import Metrics
 
 
 class CountingRecaller:

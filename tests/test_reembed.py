@@ -13,22 +13,17 @@ import structlog
 
 from gateway.clock import SystemClock
 from gateway.config import Settings
-from gateway.embed import LocalEmbedder, UpstreamEmbedder
-from gateway.identity import Identity, tenant_for_key
-from gateway.memories import Memories
-from gateway.policy import load_policy
-from gateway.records import Memory
-from gateway.redis_server import EmbeddedRedis
-from gateway.reembed import carry_over, keep_carrying_over, reembed
-from gateway.store import Store
+from gateway.memory.embed import LocalEmbedder, UpstreamEmbedder
+from gateway.memory.identity import Identity, tenant_for_key
+from gateway.memory.memories import Memories
+from gateway.memory.policy import load_policy
+from gateway.memory.records import Memory
+from gateway.memory.reembed import carry_over, keep_carrying_over, reembed
+from gateway.storage.redis_server import EmbeddedRedis
+from gateway.storage.store import Store
 from tests.conftest import GatewayFactory, Upstream
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_reembed_moves_memories_to_the_upstream_model(

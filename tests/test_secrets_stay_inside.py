@@ -19,11 +19,11 @@ import structlog
 
 from gateway.app import create_app
 from gateway.config import Settings
-from gateway.embed import LocalEmbedder
-from gateway.logs import configure_logging
-from gateway.memories import Memories
-from gateway.redis_server import free_port
-from gateway.store import Store
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.memories import Memories
+from gateway.observability.logs import configure_logging
+from gateway.storage.redis_server import free_port
+from gateway.storage.store import Store
 from gateway.upstream import Upstream as UpstreamClient
 from gateway.upstream import UpstreamResponse
 from tests.conftest import Gateway, GatewayFactory, Upstream

@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.policy import Policy, load_policy
-from gateway.sensitivity import Finding, Scan, redact, scan
+from gateway.memory.policy import Policy, load_policy
+from gateway.memory.sensitivity import Finding, Scan, redact, scan
 from tests.secret_corpus import BENIGN, CONTACTS, NEAR_MISSES, SECRET_VALUES, SECRETS
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 POLICY = load_policy()
 

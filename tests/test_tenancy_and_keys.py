@@ -14,7 +14,7 @@ import pytest
 
 from gateway.cli import main
 from gateway.config import Settings, open_relay_problem
-from gateway.identity import tenant_for_key
+from gateway.memory.identity import tenant_for_key
 from tests.conftest import Gateway, GatewayFactory, Upstream
 
 ADMIN = {"authorization": "Bearer test-admin-token"}

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from gateway.config import Settings
-from gateway.redis_server import free_port
+from gateway.storage.redis_server import free_port
 from gateway.upstream import Upstream
 from tests.conftest import GatewayFactory
 

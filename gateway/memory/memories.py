@@ -1,0 +1,467 @@
+"""Memory writes and edits: the write gate, dedup, newest-wins supersede, history, deletes.
+
+Every mutation of one user's memories runs under that user's lock, so two identical writes
+arriving at once (client retries, two replicas) end as one memory, and a supersede never
+races a dedup.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gateway.clock import Clock, from_iso, to_iso
+from gateway.errors import NotFound, WriteRefused
+from gateway.memory.embed import Embedder
+from gateway.memory.gate import Draft, check_write
+from gateway.memory.identity import Identity
+from gateway.memory.policy import Policy, derive_applies, topics_of
+from gateway.memory.records import Memory, content_key, new_memory_id
+from gateway.memory.sensitivity import redact
+from gateway.memory.textsearch import search_text
+from gateway.storage.store import Neighbour, Store
+
+EXCERPT_CHARS = 160
+_NEIGHBOURS = 8
+EDITABLE = ("content", "type", "scope", "project_id", "expires_at", "slot", "applies")
+
+
+@dataclass(slots=True)
+class WriteOutcome:
+    memory: Memory
+    created: bool
+    deduplicated: bool = False
+    superseded: list[str] = field(default_factory=list)
+
+
+class Memories:
+    def __init__(self, store: Store, embedder: Embedder, policy: Policy, clock: Clock) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.policy = policy
+        self.clock = clock
+
+    async def ready(self) -> None:
+        """Create the index for the configured embedder (learning its size if need be)."""
+        dims = self.embedder.dims
+        if dims is None:
+            dims = int((await self.embedder.embed(["dimension probe"])).shape[1])
+        await self.store.ensure_memory_index(self.embedder.model_id, dims)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        ident: Identity,
+        *,
+        content: str,
+        type: str,
+        source: str = "user_stated",
+        scope: str = "global",
+        project_id: str | None = None,
+        expires_at: datetime | None = None,
+        confirmed: bool = False,
+        slot: str | None = None,
+        applies: str | None = None,
+        confidence: float = 1.0,
+        evidence_trace: str | None = None,
+        evidence_text: str | None = None,
+        actor: str = "user",
+        action: str = "created",
+        noted: dict[str, Any] | None = None,
+    ) -> WriteOutcome:
+        """``action`` and ``noted`` (extra history fields, such as the candidate a memory
+        was confirmed from and an edit made before confirming) go into its first entry."""
+        now = self.clock.now()
+        actor = _with_key(actor, ident)
+        content = content.strip()
+        draft = Draft(
+            content=content,
+            type=type,
+            source=source,
+            scope=scope,
+            project_id=project_id,
+            expires_at=expires_at,
+            confirmed=confirmed,
+            slot=slot,
+            applies=applies,
+        )
+        decision = check_write(draft, self.policy, now)
+        if not decision.allowed:
+            raise WriteRefused(
+                "The memory was not stored: " + ", ".join(decision.reasons) + ".",
+                extra={"reasons": list(decision.reasons)},
+            )
+        if not self.store.index_ready:
+            await self.ready()
+        vector = (await self.embedder.embed([content]))[0]
+        async with self.store.user_lock(ident.tenant, ident.user):
+            same = await self.store.find_memories(
+                ident.tenant, ident.user, status="active", content_key=content_key(content)
+            )
+            same = [m for m in same if m.scope == scope and m.project_id == project_id]
+            neighbours = await self.store.similar_memories(
+                ident.tenant,
+                ident.user,
+                vector,
+                k=_NEIGHBOURS,
+                scope=scope,
+                project_id=project_id,
+            )
+            duplicate = (
+                same[0]
+                if same
+                else next(
+                    (n.memory for n in neighbours if n.similarity >= self.policy.dedup.similarity),
+                    None,
+                )
+            )
+            if duplicate is not None:
+                return WriteOutcome(
+                    await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
+                )
+            conflicts = await self._replaced_by(ident, decision.slot, scope, project_id, neighbours)
+            memory = Memory(
+                id=new_memory_id(),
+                tenant=ident.tenant,
+                user=ident.user,
+                content=content,
+                type=type,
+                source=decision.source,
+                scope=scope,
+                project_id=project_id,
+                slot=decision.slot,
+                confidence=confidence,
+                sensitivity=decision.sensitivity,
+                created_at=now,
+                updated_at=now,
+                confirmed_at=now,
+                expires_at=decision.expires_at,
+                supersedes=[m.id for m in conflicts],
+                evidence_trace=evidence_trace,
+                evidence_excerpt=self._excerpt(evidence_text) if evidence_text else None,
+                embedding_model=self.embedder.model_id,
+                applies=decision.applies,
+                topics=list(decision.topics),
+            )
+            expire_at = memory.expires_at.timestamp() if memory.expires_at else None
+            await self.store.put_memory(
+                memory, search_text=search_text(content), embedding=vector, expire_at=expire_at
+            )
+            await self._log(
+                memory,
+                actor,
+                action,
+                {
+                    "content": [None, memory.content],
+                    "source": memory.source,
+                    "type": memory.type,
+                    "scope": memory.scope,
+                    "applies": memory.applies,
+                    "supersedes": memory.supersedes,
+                    **(noted or {}),
+                },
+                now,
+            )
+            for old in conflicts:
+                await self._supersede(old, memory, now, actor)
+            await self.store.count_memories_written(
+                ident.tenant, ident.user, 1, topical=int(memory.applies == "relevant")
+            )
+        return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
+
+    async def _replaced_by(
+        self,
+        ident: Identity,
+        slot: str | None,
+        scope: str,
+        project_id: str | None,
+        neighbours: builtins.list[Neighbour],
+    ) -> builtins.list[Memory]:
+        """The active memories a new memory in ``slot`` supersedes: in a one-valued slot
+        every one of the same scope, however it was worded ("answer in English", later
+        "以后请用中文回答"); in a many-valued one only those saying nearly the same thing."""
+        if not slot:
+            return []
+        if slot in self.policy.one_valued_slots:
+            same = await self.store.find_memories(
+                ident.tenant, ident.user, status="active", slot=slot
+            )
+            return [m for m in same if m.scope == scope and m.project_id == project_id]
+        known = any(s.name == slot for s in self.policy.slots)
+        bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
+        return [n.memory for n in neighbours if n.memory.slot == slot and n.similarity >= bar]
+
+    async def supersede(
+        self, ident: Identity, old_id: str, new: Memory, actor: str = "user"
+    ) -> bool:
+        """A confirmed correction replaces the memory it corrects, even without a shared
+        slot. False when that memory is gone or no longer active."""
+        now = self.clock.now()
+        actor = _with_key(actor, ident)
+        async with self.store.user_lock(ident.tenant, ident.user):
+            old = await self.store.get_memory(ident.tenant, ident.user, old_id)
+            if old is None or old.status != "active":
+                return False
+            await self._supersede(old, new, now, actor)
+            new.supersedes = [*new.supersedes, old_id]
+            await self.store.update_memory(new, {"supersedes": ",".join(new.supersedes)})
+        return True
+
+    async def _reconfirm(self, memory: Memory, now: datetime, actor: str) -> Memory:
+        await self.store.update_memory(
+            memory, {"confirmed_at": now.timestamp(), "updated_at": now.timestamp()}
+        )
+        memory.confirmed_at = memory.updated_at = now
+        await self._log(memory, actor, "reconfirmed", {}, now)
+        return memory
+
+    async def _supersede(self, old: Memory, new: Memory, now: datetime, actor: str) -> None:
+        await self.store.update_memory(
+            old, {"status": "superseded", "superseded_by": new.id, "updated_at": now.timestamp()}
+        )
+        await self._log(
+            old,
+            actor,
+            "superseded",
+            {"status": ["active", "superseded"], "superseded_by": new.id},
+            now,
+        )
+
+    def _excerpt(self, text: str) -> str:
+        """Evidence keeps a short excerpt with secrets and personal ids removed."""
+        return redact(text, self.policy, min_level="medium")[:EXCERPT_CHARS]
+
+    async def update(
+        self, ident: Identity, memory_id: str, patch: dict[str, Any], actor: str = "user"
+    ) -> Memory:
+        now = self.clock.now()
+        actor = _with_key(actor, ident)
+        unknown = set(patch) - set(EDITABLE)
+        if unknown:
+            raise WriteRefused(
+                f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
+                extra={"reasons": ["invalid"]},
+            )
+        async with self.store.user_lock(ident.tenant, ident.user):
+            memory = await self.get(ident, memory_id)
+            before = {k: getattr(memory, k) for k in EDITABLE}
+            after = dict(before)
+            for key, value in patch.items():
+                after[key] = from_iso(value) if key == "expires_at" and value else value
+            draft = Draft(
+                content=str(after["content"]).strip(),
+                type=after["type"],
+                source=memory.source,
+                scope=after["scope"],
+                project_id=after["project_id"],
+                expires_at=after["expires_at"],
+                confirmed=True,
+                slot=after["slot"],
+                # kept as it was unless edited, or unless what it follows from changed
+                applies=None
+                if "applies" not in patch and {"type", "scope"} & set(patch)
+                else after["applies"],
+            )
+            decision = check_write(draft, self.policy, now)
+            if not decision.allowed:
+                raise WriteRefused(
+                    "The edit was not saved: " + ", ".join(decision.reasons) + ".",
+                    extra={"reasons": list(decision.reasons)},
+                )
+            changes = {
+                k: [_show(before[k]), _show(after[k])] for k in EDITABLE if before[k] != after[k]
+            }
+            for key in EDITABLE:
+                setattr(memory, key, after[key])
+            memory.content = draft.content
+            memory.slot = decision.slot
+            memory.applies = decision.applies
+            memory.topics = list(decision.topics)
+            memory.sensitivity = decision.sensitivity
+            memory.expires_at = (
+                decision.expires_at
+                if "expires_at" in patch or ("type" in patch)
+                else memory.expires_at
+            )
+            memory.updated_at = memory.confirmed_at = now
+            vector = (await self.embedder.embed([memory.content]))[0]
+            await self.store.put_memory(
+                memory,
+                search_text=search_text(memory.content),
+                embedding=vector,
+                expire_at=memory.expires_at.timestamp() if memory.expires_at else None,
+            )
+            if before["applies"] != memory.applies:
+                changes["applies"] = [before["applies"], memory.applies]
+                topical = int(memory.applies == "relevant") - int(before["applies"] == "relevant")
+                await self.store.count_memories_written(
+                    ident.tenant, ident.user, 0, topical=topical
+                )
+            await self._log(memory, actor, "edited", changes, now)
+        return memory
+
+    def settled(self, memory: Memory) -> Memory:
+        """A memory written before ``applies`` and ``topics`` existed, given them as the
+        policy derives them for its words, type, slot and scope."""
+        if not memory.applies:
+            memory.applies = derive_applies(
+                memory.content, self.policy, memory.type, memory.slot, memory.scope
+            )
+            memory.topics = topics_of(memory.content, self.policy)
+        return memory
+
+    async def settle(self) -> int:
+        """Settle (see ``settled``) every memory of the current index that lacks ``applies``;
+        each owner's topical count grows by the topical ones, so it is never low."""
+        await self.ready()
+        settled = 0
+        while batch := await self.store.unsettled_memories(500):
+            topical: dict[tuple[str, str], int] = {}
+            for memory in batch:
+                self.settled(memory)
+                await self.store.update_memory(
+                    memory, {"applies": memory.applies, "topics": ",".join(memory.topics)}
+                )
+                owner = (memory.tenant, memory.user)
+                topical[owner] = topical.get(owner, 0) + int(memory.applies == "relevant")
+            for (tenant, user), count in topical.items():
+                await self.store.count_memories_written(tenant, user, 0, topical=count)
+            settled += len(batch)
+        return settled
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def get(self, ident: Identity, memory_id: str) -> Memory:
+        if not memory_id.startswith("mem_") or not memory_id[4:].isalnum():
+            raise NotFound(f"No memory with id {memory_id[:40]!r}.", param="id")
+        if not self.store.index_ready:
+            await self.ready()
+        memory = await self.store.get_memory(ident.tenant, ident.user, memory_id)
+        if memory is None:
+            raise NotFound(f"No memory with id {memory_id!r}.", param="id")
+        return memory
+
+    async def list(
+        self,
+        ident: Identity,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        project_id: str | None = None,
+    ) -> list[Memory]:
+        if not self.store.index_ready:
+            await self.ready()
+        return await self.store.find_memories(
+            ident.tenant, ident.user, status=status, type_=type, project_id=project_id
+        )
+
+    async def owners(self) -> builtins.list[dict[str, Any]]:
+        """Tenants and users with memories or pending candidates (the admin overview)."""
+        if not self.store.index_ready:
+            await self.ready()
+        return await self.store.owners(self.clock.now().timestamp())
+
+    async def history(self, ident: Identity, memory_id: str) -> builtins.list[dict[str, Any]]:
+        entries = await self.store.history(ident.tenant, ident.user, memory_id)
+        if not entries:
+            raise NotFound(f"No history for memory {memory_id[:40]!r}.", param="id")
+        return entries
+
+    # -- deletes and archive ---------------------------------------------------------------
+
+    async def delete(self, ident: Identity, memory_id: str, actor: str = "user") -> None:
+        memory = await self.get(ident, memory_id)
+        async with self.store.user_lock(ident.tenant, ident.user):
+            await self._delete(memory, _with_key(actor, ident), self.clock.now())
+
+    async def _delete(self, memory: Memory, actor: str, now: datetime) -> None:
+        if await self.store.delete_memory(memory.tenant, memory.user, memory.id):
+            await self.store.count_memories_written(
+                memory.tenant, memory.user, -1, topical=-int(memory.applies == "relevant")
+            )
+        # The history keeps who deleted what when, without the content, for the retention period.
+        retention = now + timedelta(days=self.policy.archive.retention_days)
+        await self.store.append_history(
+            memory.tenant,
+            memory.user,
+            memory.id,
+            {"at": to_iso(now), **_actor_fields(actor), "action": "deleted", "changes": {}},
+            expire_at=retention.timestamp(),
+            replace=True,
+        )
+
+    async def delete_where(
+        self,
+        ident: Identity,
+        *,
+        project_id: str | None = None,
+        everything: bool = False,
+        actor: str = "user",
+    ) -> int:
+        """Delete one project's memories or all of them, then verify none is left."""
+        if not everything and not project_id:
+            raise ValueError("say which memories to delete")
+        now = self.clock.now()
+        actor = _with_key(actor, ident)
+        async with self.store.user_lock(ident.tenant, ident.user):
+            doomed = await self.list(ident, project_id=None if everything else project_id)
+            for memory in doomed:
+                await self._delete(memory, actor, now)
+            left = await self.list(ident, project_id=None if everything else project_id)
+            if left:
+                raise RuntimeError(f"{len(left)} memories survived a delete")
+        return len(doomed)
+
+    async def archive_project(self, ident: Identity, project_id: str, actor: str = "user") -> int:
+        """A finished project's memories stop being recalled and expire after the retention."""
+        now = self.clock.now()
+        actor = _with_key(actor, ident)
+        until = now + timedelta(days=self.policy.archive.retention_days)
+        async with self.store.user_lock(ident.tenant, ident.user):
+            active = await self.store.find_memories(
+                ident.tenant, ident.user, status="active", project_id=project_id
+            )
+            for memory in active:
+                await self.store.update_memory(
+                    memory,
+                    {
+                        "status": "archived",
+                        "updated_at": now.timestamp(),
+                        "expires_ts": until.timestamp(),
+                    },
+                    expire_at=until.timestamp(),
+                )
+                await self._log(memory, actor, "archived", {"status": ["active", "archived"]}, now)
+        return len(active)
+
+    async def _log(
+        self, memory: Memory, actor: str, action: str, changes: dict[str, Any], now: datetime
+    ) -> None:
+        expire = None
+        if memory.expires_at is not None:
+            expire = memory.expires_at.timestamp()
+        await self.store.append_history(
+            memory.tenant,
+            memory.user,
+            memory.id,
+            {"at": to_iso(now), **_actor_fields(actor), "action": action, "changes": changes},
+            expire_at=expire,
+        )
+
+
+def _with_key(actor: str, ident: Identity) -> str:
+    """The actor with the gateway key the request came with, as ``actor@key_id``."""
+    return f"{actor}@{ident.key_id}" if ident.key_id and "@" not in actor else actor
+
+
+def _actor_fields(actor: str) -> dict[str, Any]:
+    """A history entry's who: ``actor`` (user, admin) and, when known, the gateway ``key_id``."""
+    name, _, key_id = actor.partition("@")
+    return {"actor": name, "key_id": key_id or None}
+
+
+def _show(value: Any) -> Any:
+    return to_iso(value) if isinstance(value, datetime) else value

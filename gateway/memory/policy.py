@@ -1,0 +1,1006 @@
+"""The declarative memory policy: typed, strictly validated, loaded from YAML.
+
+Product behaviour lives in the package's ``policies/default.yaml`` (the knobs) and
+``policies/rules.yaml`` (the rule library) so that a reader can learn what memgate stores,
+forgets and recalls without opening Python. An operator's overlay (``MEMGATE_POLICY``) is
+merged onto them: mappings key by key, lists replaced whole. This module gives the merged
+policy a schema, refuses anything it does not understand (naming the file, line and key),
+classifies text by the policy's rules, and offers a few accessors the rest of the gateway uses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn, get_args
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+)
+
+__all__ = [
+    "DETECTOR_NAMES",
+    "LEVELS",
+    "TIERS",
+    "VALIDATOR_NAMES",
+    "AppliesSpec",
+    "ArchiveSpec",
+    "CandidatesSpec",
+    "ConflictSpec",
+    "DedupSpec",
+    "EntropySpec",
+    "FusionWeights",
+    "LaneSpec",
+    "Level",
+    "LimitsSpec",
+    "MiningRuleSpec",
+    "MiningSpec",
+    "OneTimeSpec",
+    "PatternSpec",
+    "Policy",
+    "PolicyError",
+    "RecallSpec",
+    "RelevanceSpec",
+    "RuleSpec",
+    "SensitivitySpec",
+    "SlotSpec",
+    "SourceSpec",
+    "Tier",
+    "TopicSpec",
+    "TypeSpec",
+    "default_policy_path",
+    "derive_applies",
+    "derive_slot",
+    "is_one_time",
+    "level_at_least",
+    "load_policy",
+    "normalize",
+    "parse_policy",
+    "shipped_policy_paths",
+    "standing_by_words",
+    "topics_of",
+]
+
+Tier = Literal["long_term", "time_limited", "session", "inference"]
+Level = Literal["low", "medium", "high"]
+StoreMode = Literal["always", "on_confirmation"]
+# Built-in detectors are detect-secrets plugins, adapted in gateway/memory/sensitivity.py.
+DetectorName = Literal[
+    "aws",
+    "azure_storage",
+    "basic_auth",
+    "discord",
+    "github",
+    "gitlab",
+    "jwt",
+    "keyword",
+    "mailchimp",
+    "npm",
+    "openai",
+    "private_key",
+    "pypi",
+    "sendgrid",
+    "slack",
+    "square_oauth",
+    "stripe",
+    "telegram",
+    "twilio",
+]
+ValidatorName = Literal[
+    "luhn", "prc_id_checksum", "phone", "credential_value", "code_credential", "jwt"
+]
+
+TIERS: tuple[str, ...] = get_args(Tier)
+LEVELS: tuple[str, ...] = get_args(Level)  # ordered from least to most sensitive
+DETECTOR_NAMES: frozenset[str] = frozenset(get_args(DetectorName))
+VALIDATOR_NAMES: frozenset[str] = frozenset(get_args(ValidatorName))
+
+# Sources the gate refers to by name; a policy without them cannot express the product rules.
+REQUIRED_SOURCES = ("user_stated", "user_confirmed", "model_inference")
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+_SHIPPED = Path(__file__).resolve().parent.parent / "policies"
+
+
+def default_policy_path() -> Path:
+    """The knobs of the policy shipped inside the package (package data)."""
+    return _SHIPPED / "default.yaml"
+
+
+def shipped_policy_paths() -> tuple[Path, ...]:
+    """The files that together form the shipped policy, in merge order."""
+    return (_SHIPPED / "rules.yaml", _SHIPPED / "default.yaml")
+
+
+def level_at_least(level: str, minimum: str) -> bool:
+    """Compare sensitivity levels by their order in ``LEVELS``."""
+    return LEVELS.index(level) >= LEVELS.index(minimum)
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be trusted; the message says where and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TypeSpec(_Model):
+    """A kind of memory and how long it lives."""
+
+    tier: Tier
+    ttl_days: PositiveInt | None = None
+    requires_project: bool = False
+    description: str = ""
+
+    @property
+    def ttl(self) -> timedelta | None:
+        return timedelta(days=self.ttl_days) if self.ttl_days is not None else None
+
+
+class SourceSpec(_Model):
+    """Where a memory came from decides whether it may be stored and recalled."""
+
+    store: StoreMode
+    recall: bool
+    is_confirmation: bool = False
+    confirmed_as: Name | None = None
+    description: str = ""
+
+
+class PatternSpec(_Model):
+    """One sensitivity detector: either a regex written in the policy or a built-in one."""
+
+    name: Name
+    level: Level
+    regex: NonEmpty | None = None
+    detector: DetectorName | None = None
+    group: Annotated[int, Field(ge=0)] = 0
+    validator: ValidatorName | None = None
+    requires: tuple[NonEmpty, ...] = ()
+    requires_digits: Annotated[int, Field(ge=0)] = 0
+    description: str = ""
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str] | None:
+        return re.compile(self.regex) if self.regex is not None else None
+
+    @cached_property
+    def hints(self) -> tuple[str, ...]:
+        return tuple(h.lower() for h in self.requires)
+
+
+class EntropySpec(_Model):
+    """High-entropy tokens that no named pattern explains are treated as unknown secrets."""
+
+    enabled: bool = True
+    level: Level = "high"
+    min_length: Annotated[int, Field(ge=8)] = 20
+    threshold: Annotated[float, Field(gt=0.0, le=8.0)] = 3.7
+    max_wordlike_fraction: Fraction = 0.6
+    hex_min_length: Annotated[int, Field(ge=8)] = 32
+    hex_threshold: Annotated[float, Field(gt=0.0, le=8.0)] = 3.0
+    skip_url_paths: bool = True
+    ignore: tuple[NonEmpty, ...] = ()
+
+    @cached_property
+    def ignore_regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(r) for r in self.ignore)
+
+
+class SensitivitySpec(_Model):
+    store_levels: tuple[Level, ...]
+    inject_levels: tuple[Level, ...]
+    credential_stopwords: tuple[NonEmpty, ...] = ()
+    entropy: EntropySpec = EntropySpec()
+    patterns: tuple[PatternSpec, ...]
+
+    def may_store(self, level: str) -> bool:
+        return level in self.store_levels
+
+    def may_inject(self, level: str) -> bool:
+        return level in self.inject_levels
+
+    @cached_property
+    def stopwords(self) -> frozenset[str]:
+        return frozenset(w.casefold() for w in self.credential_stopwords)
+
+
+class RuleSpec(_Model):
+    """A regex with examples it must match; the loader checks the examples."""
+
+    regex: NonEmpty
+    examples: tuple[str, ...] = ()
+    description: str = ""
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.regex)
+
+
+class OneTimeSpec(_Model):
+    patterns: tuple[RuleSpec, ...]
+    not_one_time: tuple[str, ...] = ()
+
+
+def _keyword_regex(keyword: str) -> str:
+    # ASCII keywords get ASCII-only boundaries so that "用FastAPI" matches: Python's \b treats
+    # CJK characters as word characters and would not see a boundary there.
+    body = r"\s*".join(re.escape(part) for part in keyword.split())
+    if keyword.isascii():
+        return rf"(?<![A-Za-z0-9_]){body}(?![A-Za-z0-9_])"
+    return body
+
+
+class SlotSpec(_Model):
+    """What a memory is about, so that two values for the same subject can conflict.
+
+    ``values: one`` (answer language, a project's framework): a newer memory replaces the
+    older whatever the wording; ``many`` (format rules): memories coexist unless they say
+    nearly the same thing (``conflict.similarity_many``).
+    """
+
+    name: Name
+    description: str = ""
+    values: Literal["one", "many"] = "one"
+    keywords: tuple[NonEmpty, ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    types: tuple[Name, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    @cached_property
+    def keyword_regex(self) -> re.Pattern[str] | None:
+        if not self.keywords:
+            return None
+        return re.compile("|".join(_keyword_regex(k) for k in self.keywords), re.IGNORECASE)
+
+    @cached_property
+    def keyword_hints(self) -> tuple[str, ...]:
+        # The first word of each keyword, lower-cased: a cheap substring pre-check.
+        return tuple(dict.fromkeys(k.split()[0].lower() for k in self.keywords))
+
+    def matches(self, text: str, lowered: str | None = None) -> bool:
+        """Whether the text is about this slot; ``lowered`` is ``text.lower()`` if known."""
+        kw = self.keyword_regex
+        if kw is not None:
+            low = text.lower() if lowered is None else lowered
+            if any(h in low for h in self.keyword_hints) and kw.search(text):
+                return True
+        return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+class TopicSpec(_Model):
+    """A subject area that links a memory to the requests it matters to although they
+    share no words ("allergic to peanuts" and "plan a dinner menu" are both ``food``)."""
+
+    name: Name
+    description: str = ""
+    keywords: tuple[NonEmpty, ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    # requests of these topics are about a memory of this one too (a health condition
+    # matters to a workout plan)
+    reaches: tuple[Name, ...] = ()
+    examples: tuple[str, ...] = ()
+    not_examples: tuple[str, ...] = ()
+
+    @cached_property
+    def _words(self) -> frozenset[str]:
+        # One plain ASCII word each: a set lookup per request word (a regex alternation of
+        # every keyword costs a scan per position, on the request path).
+        return frozenset(k.lower() for k in self.keywords if _PLAIN_WORD.fullmatch(k.lower()))
+
+    @cached_property
+    def _phrases(self) -> tuple[tuple[str, ...], re.Pattern[str]] | None:
+        """Other ASCII keywords: a substring pre-check, then the regex with boundaries."""
+        rest = [k for k in self.keywords if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower())]
+        if not rest:
+            return None
+        hints = tuple(dict.fromkeys(k.lower().split()[0] for k in rest))
+        return hints, re.compile("|".join(_keyword_regex(k) for k in rest), re.IGNORECASE)
+
+    @cached_property
+    def _cjk(self) -> tuple[str, ...]:
+        return tuple(k for k in self.keywords if not k.isascii())
+
+    def matches(
+        self, text: str, lowered: str | None = None, words: frozenset[str] | None = None
+    ) -> bool:
+        """Whether ``text`` (NFKC-folded) is about this topic; ``lowered`` and ``words`` (its
+        plain ASCII words, see ``plain_words``) are computed once by a caller testing many
+        topics."""
+        low = text.lower() if lowered is None else lowered
+        found = plain_words(low) if words is None else words
+        if found & self._words or any(k in text for k in self._cjk):
+            return True
+        phrases = self._phrases
+        if phrases is not None and any(h in low for h in phrases[0]) and phrases[1].search(text):
+            return True
+        return any(rule.compiled.search(text) for rule in self.patterns)
+
+
+_PLAIN_WORD = re.compile(r"[a-z0-9]+")
+
+
+def plain_words(lowered: str) -> frozenset[str]:
+    """The plain ASCII words of lower-cased text, with plural words also in the singular
+    ("serums" finds "serum"): topic keywords are matched against them."""
+    words = set(_PLAIN_WORD.findall(lowered))
+    for word in list(words):
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            words.add(word[:-1])
+            if word.endswith("es"):
+                words.add(word[:-2])
+            if word.endswith("ies"):
+                words.add(word[:-3] + "y")
+    return frozenset(words)
+
+
+class AppliesSpec(_Model):
+    """How a memory applies when its writer does not say.
+
+    ``always``: a standing memory, injected into every request in its scope whatever the
+    request is about (answer language, format, accessibility, a project's stack).
+    ``relevant``: only when the request is about it (an allergy when food comes up).
+    A memory is standing when its type, its slot or its scope kind is listed, or when a
+    pattern matches its words; otherwise it gets ``default``.
+    """
+
+    default: Literal["always", "relevant"] = "relevant"
+    types: tuple[Name, ...] = ()
+    slots: tuple[Name, ...] = ()
+    scopes: tuple[Literal["project", "task"], ...] = ()
+    patterns: tuple[RuleSpec, ...] = ()
+    not_examples: tuple[str, ...] = ()
+
+
+class MiningRuleSpec(RuleSpec):
+    """One row of the miner's rule table: a sentence its regex matches is a ``type`` memory."""
+
+    name: Name
+    type: Name
+
+
+class MiningSpec(_Model):
+    """Which sentences of a user message become candidate memories (see ``gateway/memory/mine.py``).
+
+    Every regex is a ``RuleSpec``: its examples, if any, are checked at load.
+    """
+
+    questions: tuple[RuleSpec, ...]
+    filler: RuleSpec
+    corrections: tuple[RuleSpec, ...]
+    remember: tuple[RuleSpec, ...]
+    rules: tuple[MiningRuleSpec, ...]
+    fallback_type: Name
+    horizon: RuleSpec
+
+    def rule_for(self, text: str) -> MiningRuleSpec | None:
+        """The first rule whose regex matches ``text`` (already normalized), else None."""
+        for rule in self.rules:
+            if rule.compiled.search(text):
+                return rule
+        return None
+
+
+class FusionWeights(_Model):
+    vector: Fraction
+    text: Fraction
+
+
+class RelevanceSpec(_Model):
+    """Whether a topical memory is relevant at all; the weights only order the relevant ones.
+
+    Every test is independent of the index (no BM25 score decides), so a bar keeps its
+    meaning as the index grows or mixes tenants.
+    """
+
+    similarity: Fraction
+    shared_terms: PositiveInt
+    shared_terms_min_similarity: Fraction
+    topic_min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)]
+
+
+class LaneSpec(_Model):
+    max: Annotated[int, Field(ge=0)]
+
+
+class RecallSpec(_Model):
+    max_memories: PositiveInt
+    token_budget: PositiveInt
+    standing: LaneSpec
+    topical: LaneSpec
+    relevance: RelevanceSpec
+    weights: FusionWeights
+    text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
+    topic_bonus: Fraction = 0.0
+    candidate_pool: PositiveInt
+    standing_pool: PositiveInt
+    trace_ttl_days: PositiveInt
+    trace_preview_chars: Annotated[int, Field(ge=0, le=200)] = 0
+    # Past this the answer goes without memory (counted); bounds what a hung Redis costs.
+    time_budget_ms: Annotated[int, Field(gt=0, le=60_000)] = 1000
+
+
+class DedupSpec(_Model):
+    similarity: Fraction
+
+
+class ConflictSpec(_Model):
+    similarity: Fraction
+    similarity_many: Fraction
+
+
+class ArchiveSpec(_Model):
+    retention_days: PositiveInt
+
+
+class CandidatesSpec(_Model):
+    ttl_days: PositiveInt
+
+
+class LimitsSpec(_Model):
+    max_content_chars: PositiveInt
+
+
+class Policy(_Model):
+    """The whole policy. Build it with ``load_policy``; never mutate it."""
+
+    version: Literal[1]
+    types: dict[Name, TypeSpec]
+    sources: dict[Name, SourceSpec]
+    sensitivity: SensitivitySpec
+    one_time: OneTimeSpec
+    slots: tuple[SlotSpec, ...]
+    applies: AppliesSpec
+    topics: tuple[TopicSpec, ...]
+    mining: MiningSpec
+    recall: RecallSpec
+    dedup: DedupSpec
+    conflict: ConflictSpec
+    archive: ArchiveSpec
+    candidates: CandidatesSpec
+    limits: LimitsSpec
+
+    _origin: str = PrivateAttr(default="<policy>")
+
+    @property
+    def origin(self) -> str:
+        """The file (or label) this policy was loaded from, for logs and errors."""
+        return self._origin
+
+    def type(self, name: str) -> TypeSpec:
+        try:
+            return self.types[name]
+        except KeyError:
+            raise KeyError(f"unknown memory type {name!r}") from None
+
+    def has_type(self, name: str) -> bool:
+        return name in self.types
+
+    def tier(self, type_name: str) -> str:
+        return self.type(type_name).tier
+
+    def ttl_for(self, type_name: str) -> timedelta | None:
+        """Default lifetime for a type; None means it does not expire on its own."""
+        return self.type(type_name).ttl
+
+    def source(self, name: str) -> SourceSpec:
+        try:
+            return self.sources[name]
+        except KeyError:
+            raise KeyError(f"unknown memory source {name!r}") from None
+
+    def has_source(self, name: str) -> bool:
+        return name in self.sources
+
+    @property
+    def recallable_sources(self) -> frozenset[str]:
+        return frozenset(name for name, spec in self.sources.items() if spec.recall)
+
+    def types_in_tier(self, tier: str) -> tuple[str, ...]:
+        return tuple(name for name, spec in self.types.items() if spec.tier == tier)
+
+    def slot(self, name: str) -> SlotSpec:
+        for spec in self.slots:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"unknown slot {name!r}")
+
+    def topics_reaching(self, request_topics: list[str]) -> frozenset[str]:
+        """Memory topics that matter to a request about ``request_topics``: the same ones,
+        and those that reach one of them."""
+        wanted = set(request_topics)
+        return frozenset(
+            t.name for t in self.topics if t.name in wanted or wanted.intersection(t.reaches)
+        )
+
+    @cached_property
+    def one_valued_slots(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.slots if s.values == "one")
+
+
+# --------------------------------------------------------------------------------------------
+# Classifying text by the policy's rules: one-time instructions, slots, how a memory applies,
+# topics. The rules are written to work on Chinese text, which has no spaces.
+
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
+def normalize(text: str) -> str:
+    """Fold what people type into what the rules are written for.
+
+    NFKC turns full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII; phones type
+    curly apostrophes ("let’s"), the rules use straight ones.
+    """
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+
+
+def is_one_time(text: str, policy: Policy) -> bool:
+    """True when the text is an instruction for this turn or conversation only."""
+    if not text:
+        return False
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.one_time.patterns)
+
+
+def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> str | None:
+    """The first slot (in policy order) whose rules match; None when the text has none.
+
+    With ``memory_type``, slots restricted to other types are skipped.
+    """
+    if not text:
+        return None
+    folded = normalize(text)
+    lowered = folded.lower()
+    for slot in policy.slots:
+        if memory_type is not None and slot.types and memory_type not in slot.types:
+            continue
+        if slot.matches(folded, lowered):
+            return slot.name
+    return None
+
+
+def standing_by_words(text: str, policy: Policy) -> bool:
+    """Whether the words make a memory a standing instruction ("always give complete code")."""
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.applies.patterns)
+
+
+def derive_applies(
+    text: str, policy: Policy, memory_type: str, slot: str | None, scope: str
+) -> str:
+    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
+    spec = policy.applies
+    scope_kind = "task" if scope.startswith("task:") else scope
+    if (
+        memory_type in spec.types
+        or (slot is not None and slot in spec.slots)
+        or scope_kind in spec.scopes
+        or standing_by_words(text, policy)
+    ):
+        return "always"
+    return spec.default
+
+
+def topics_of(text: str, policy: Policy) -> list[str]:
+    """The policy's topics the text is about, in policy order."""
+    if not text:
+        return []
+    folded = normalize(text)
+    lowered = folded.lower()
+    words = plain_words(lowered)
+    return [topic.name for topic in policy.topics if topic.matches(folded, lowered, words)]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class _Layer:
+    filename: str
+    root: yaml.Node | None
+    data: dict[Any, Any]
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """The shipped policy with the overlay file at ``path`` (if any) merged onto it."""
+    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    if path is not None:
+        layers.append(_read(Path(path), str(path)))
+    return _build(layers)
+
+
+def parse_policy(text: str, filename: str = "<policy>") -> Policy:
+    """The shipped policy with an overlay given as text merged onto it; ``filename`` only
+    labels error messages."""
+    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    layers.append(_layer(text, filename))
+    return _build(layers)
+
+
+def _read(file: Path, label: str) -> _Layer:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{label}: cannot read policy: {exc.strerror or exc}") from None
+    return _layer(text, label)
+
+
+def _layer(text: str, filename: str) -> _Layer:
+    root, data = _compose(text, filename)
+    problems: list[tuple[Loc, str]] = []
+    _check_duplicate_keys(root, (), problems)
+    layer = _Layer(filename, root, data if isinstance(data, dict) else {})
+    if problems:
+        _raise([layer], problems)
+    if data is not None and not isinstance(data, dict):
+        raise PolicyError(f"{filename}:1: the policy must be a YAML mapping")
+    return layer
+
+
+def _merge(base: Any, over: Any) -> Any:
+    """Mappings merge key by key; anything else (lists included) is replaced whole."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = _merge(base[key], value) if key in base else value
+        return merged
+    return over
+
+
+def _build(layers: list[_Layer]) -> Policy:
+    data: dict[Any, Any] = {}
+    for layer in layers:
+        data = _merge(data, layer.data)
+    problems: list[tuple[Loc, str]] = []
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if p != "[key]")
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key (not part of the policy schema)"
+            problems.append((loc, msg))
+    if problems:
+        _raise(layers, problems)
+    problems.extend(_cross_check(policy))
+    if problems:
+        _raise(layers, problems)
+    policy._origin = layers[-1].filename
+    return policy
+
+
+# libyaml is ~5x faster and keeps the same node marks; fall back to pure Python without it.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _compose(text: str, filename: str) -> tuple[yaml.Node | None, Any]:
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise PolicyError(f"{filename}:{line}: invalid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{filename}:1: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _check_duplicate_keys(node: yaml.Node | None, loc: Loc, out: list[tuple[Loc, str]]) -> None:
+    # PyYAML silently keeps the last of two equal keys; a policy must not hide a rule that way.
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            if name in seen:
+                out.append(((*loc, name), "duplicate key"))
+            seen.add(name)
+            _check_duplicate_keys(value, (*loc, name), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, (*loc, i), out)
+
+
+def _child(node: yaml.Node, part: str | int) -> tuple[int, yaml.Node] | None:
+    """The line of ``part`` under ``node`` (1-based) and its value node, if it is there."""
+    if isinstance(node, yaml.MappingNode):
+        matches = [(k, v) for k, v in node.value if str(k.value) == str(part)]
+        if not matches:
+            return None
+        # The last occurrence: for duplicate keys that is the offending one.
+        key, value = matches[-1]
+        return int(key.start_mark.line) + 1, value
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+        if not 0 <= part < len(node.value):
+            return None
+        item = node.value[part]
+        return int(item.start_mark.line) + 1, item
+    return None
+
+
+def _locate(layers: list[_Layer], loc: Loc) -> tuple[str, int]:
+    """The file and line that gave the merged value at ``loc`` (or its deepest present
+    parent), following the merge: the topmost layer wins, and a value that is not a mapping
+    hides the layers below it."""
+    nodes = [(layer.filename, layer.root) for layer in layers if layer.root is not None]
+    if not nodes:
+        return layers[-1].filename, 1
+    filename, line = nodes[-1][0], nodes[-1][1].start_mark.line + 1
+    for part in loc:
+        found = [(name, child) for name, node in nodes if (child := _child(node, part))]
+        if not found:
+            break
+        filename, (line, top) = found[-1]
+        nodes = [(filename, top)]
+        if isinstance(top, yaml.MappingNode):
+            for name, (_, node) in reversed(found[:-1]):
+                if not isinstance(node, yaml.MappingNode):
+                    break
+                nodes.insert(0, (name, node))
+    return filename, line
+
+
+def _dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<root>"
+
+
+def _raise(layers: list[_Layer], problems: list[tuple[Loc, str]]) -> NoReturn:
+    found = [(*_locate(layers, loc), _dotted(loc), msg) for loc, msg in problems]
+    order = {layer.filename: i for i, layer in enumerate(layers)}
+    lines = sorted(dict.fromkeys(found), key=lambda item: (-order[item[0]], item[1]))
+    raise PolicyError("\n".join(f"{file}:{line}: {key}: {msg}" for file, line, key, msg in lines))
+
+
+def _regex_problem(regex: str) -> str | None:
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None
+
+
+def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    """Rules that span fields: references between sections, regexes, examples."""
+    yield from _check_types(policy)
+    yield from _check_sources(policy)
+    yield from _check_sensitivity(policy)
+    yield from _check_rules(policy)
+    yield from _check_mining(policy)
+    recall = policy.recall
+    if not math.isclose(recall.weights.vector + recall.weights.text, 1.0, abs_tol=1e-9):
+        yield ("recall", "weights"), "vector and text weights must add up to 1"
+    if recall.candidate_pool < recall.max_memories:
+        yield ("recall", "candidate_pool"), "must be at least recall.max_memories"
+    yield from _check_applies(policy)
+    yield from _check_topics(policy)
+
+
+def _check_types(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    if not policy.types:
+        yield ("types",), "at least one memory type is required"
+    for name, spec in policy.types.items():
+        if spec.tier == "time_limited" and spec.ttl_days is None:
+            yield ("types", name, "tier"), "a time_limited type needs ttl_days"
+        if spec.tier != "time_limited" and spec.ttl_days is not None:
+            yield ("types", name, "ttl_days"), f"only time_limited types expire ({spec.tier})"
+
+
+def _check_sources(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    for required in REQUIRED_SOURCES:
+        if required not in policy.sources:
+            yield ("sources",), f"source {required!r} must be declared"
+    for name, spec in policy.sources.items():
+        if spec.confirmed_as is not None and spec.confirmed_as not in policy.sources:
+            yield ("sources", name, "confirmed_as"), f"unknown source {spec.confirmed_as!r}"
+    inference = policy.sources.get("model_inference")
+    if inference is not None:
+        if inference.store != "on_confirmation":
+            yield (
+                ("sources", "model_inference", "store"),
+                "model inferences may only be stored after the user confirms them",
+            )
+        if inference.recall:
+            yield ("sources", "model_inference", "recall"), "model inferences are never recalled"
+
+
+def _check_sensitivity(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    sens = policy.sensitivity
+    for i, level in enumerate(sens.store_levels):
+        if level == "high":
+            yield ("sensitivity", "store_levels", i), "high-sensitivity text is never stored"
+    for i, level in enumerate(sens.inject_levels):
+        if level == "high":
+            yield ("sensitivity", "inject_levels", i), "high-sensitivity text is never injected"
+    for i, regex in enumerate(sens.entropy.ignore):
+        problem = _regex_problem(regex)
+        if problem:
+            yield ("sensitivity", "entropy", "ignore", i), problem
+    for i, pat in enumerate(sens.patterns):
+        loc: Loc = ("sensitivity", "patterns", i)
+        if (pat.regex is None) == (pat.detector is None):
+            yield loc, "give exactly one of 'regex' or 'detector'"
+            continue
+        if pat.regex is not None:
+            problem = _regex_problem(pat.regex)
+            if problem:
+                yield (*loc, "regex"), problem
+                continue
+            assert pat.compiled is not None
+            if pat.group > pat.compiled.groups:
+                yield (*loc, "group"), f"the regex has only {pat.compiled.groups} group(s)"
+        elif pat.group:
+            yield (*loc, "group"), "'group' only applies to a regex"
+
+
+def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    rules_ok = True
+    for i, rule in enumerate(policy.one_time.patterns):
+        problem = _regex_problem(rule.regex)
+        if problem:
+            rules_ok = False
+            yield ("one_time", "patterns", i, "regex"), problem
+            continue
+        for j, example in enumerate(rule.examples):
+            if not rule.compiled.search(example):
+                yield ("one_time", "patterns", i, "examples", j), "the regex does not match it"
+    seen: set[str] = set()
+    for i, slot in enumerate(policy.slots):
+        if slot.name in seen:
+            yield ("slots", i, "name"), f"slot {slot.name!r} is declared twice"
+        seen.add(slot.name)
+        if not slot.keywords and not slot.patterns:
+            yield ("slots", i), "a slot needs keywords or patterns"
+        for j, rule in enumerate(slot.patterns):
+            problem = _regex_problem(rule.regex)
+            if problem:
+                rules_ok = False
+                yield ("slots", i, "patterns", j, "regex"), problem
+            else:
+                for k, example in enumerate(rule.examples):
+                    if not rule.compiled.search(example):
+                        loc: Loc = ("slots", i, "patterns", j, "examples", k)
+                        yield loc, "the regex does not match it"
+        for j, type_name in enumerate(slot.types):
+            if type_name not in policy.types:
+                yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
+    if not rules_ok:
+        return
+    for i, example in enumerate(policy.one_time.not_one_time):
+        if is_one_time(example, policy):
+            yield ("one_time", "not_one_time", i), "a one_time pattern matches it"
+    for i, slot in enumerate(policy.slots):
+        for j, example in enumerate(slot.examples):
+            got = derive_slot(example, policy)
+            if got != slot.name:
+                yield ("slots", i, "examples", j), f"derives slot {got!r}, not {slot.name!r}"
+
+
+def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
+    problem = _regex_problem(rule.regex)
+    if problem:
+        yield (*loc, "regex"), problem
+        return
+    for j, example in enumerate(rule.examples):
+        if not rule.compiled.search(example):
+            yield (*loc, "examples", j), "the regex does not match it"
+
+
+def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    mining = policy.mining
+    for key in ("questions", "corrections", "remember"):
+        for i, rule in enumerate(getattr(mining, key)):
+            yield from _check_rule(rule, ("mining", key, i))
+    yield from _check_rule(mining.filler, ("mining", "filler"))
+    yield from _check_rule(mining.horizon, ("mining", "horizon"))
+    if mining.fallback_type not in policy.types:
+        yield ("mining", "fallback_type"), f"unknown memory type {mining.fallback_type!r}"
+    rules_ok = True
+    seen: set[str] = set()
+    for i, rule in enumerate(mining.rules):
+        if rule.name in seen:
+            yield ("mining", "rules", i, "name"), f"rule {rule.name!r} is declared twice"
+        seen.add(rule.name)
+        if rule.type not in policy.types:
+            yield ("mining", "rules", i, "type"), f"unknown memory type {rule.type!r}"
+        problem = _regex_problem(rule.regex)
+        if problem:
+            rules_ok = False
+            yield ("mining", "rules", i, "regex"), problem
+    if not rules_ok:
+        return
+    # Like slot examples: an example must be typed by its own rule, which an earlier rule
+    # in the table would prevent, because the first match wins.
+    for i, rule in enumerate(mining.rules):
+        for j, example in enumerate(rule.examples):
+            folded = normalize(example)
+            if not rule.compiled.search(folded):
+                yield ("mining", "rules", i, "examples", j), "the regex does not match it"
+                continue
+            first = mining.rule_for(folded)
+            if first is not rule:
+                assert first is not None
+                yield (
+                    ("mining", "rules", i, "examples", j),
+                    f"rule {first.name!r} matches it first, not {rule.name!r}",
+                )
+
+
+def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    spec = policy.applies
+    for i, name in enumerate(spec.types):
+        if name not in policy.types:
+            yield ("applies", "types", i), f"unknown memory type {name!r}"
+    slots = {s.name for s in policy.slots}
+    for i, name in enumerate(spec.slots):
+        if name not in slots:
+            yield ("applies", "slots", i), f"unknown slot {name!r}"
+    ok = True
+    for i, rule in enumerate(spec.patterns):
+        problems = list(_check_rule(rule, ("applies", "patterns", i)))
+        ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
+        yield from problems
+    if ok:
+        for i, text in enumerate(spec.not_examples):
+            if standing_by_words(text, policy):
+                yield ("applies", "not_examples", i), "a pattern matches it"
+
+
+def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    seen: set[str] = set()
+    ok = True
+    for i, topic in enumerate(policy.topics):
+        if topic.name in seen:
+            yield ("topics", i, "name"), f"topic {topic.name!r} is declared twice"
+        seen.add(topic.name)
+        if not topic.keywords and not topic.patterns:
+            yield ("topics", i), "a topic needs keywords or patterns"
+        names = {t.name for t in policy.topics}
+        for j, other in enumerate(topic.reaches):
+            if other not in names:
+                yield ("topics", i, "reaches", j), f"unknown topic {other!r}"
+        for j, rule in enumerate(topic.patterns):
+            problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
+            ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
+            yield from problems
+    if not ok:
+        return
+    for i, topic in enumerate(policy.topics):
+        for j, text in enumerate(topic.examples):
+            if topic.name not in topics_of(text, policy):
+                yield ("topics", i, "examples", j), f"is not about {topic.name!r}"
+        for j, text in enumerate(topic.not_examples):
+            if topic.name in topics_of(text, policy):
+                yield ("topics", i, "not_examples", j), f"is about {topic.name!r}"

@@ -1,0 +1,520 @@
+"""Recall: the right few memories for one request, and the reason for every one left out.
+
+Two lanes share one selection. Standing memories (``applies: always``: answer language,
+format, accessibility, a project's stack) shape every request in their scope although they
+share no words with it: a tag query fetches them, no vector search. Topical memories
+(``applies: relevant``: an allergy, a pet, a plan) must also be relevant to the latest user
+message: hybrid retrieval plus a topic query find them inside Redis, already filtered by owner,
+status, scope, expiry and lane. Every candidate goes through the checks in a fixed order; the
+first that fails is its recorded reason. Topical survivors take their places first, so
+standing ones never crowd them out; all fit the policy's counts and token budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from gateway.clock import Clock
+from gateway.memory import inject, tokens
+from gateway.memory.embed import Embedder
+from gateway.memory.identity import Identity
+from gateway.memory.policy import Policy, RecallSpec, topics_of
+from gateway.memory.records import Memory
+from gateway.memory.sensitivity import redact
+from gateway.memory.textsearch import search_text
+from gateway.memory.textsearch import tokens as text_tokens
+from gateway.storage.store import Hit, Store, merge_hits
+
+LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
+_SEEN_CAPACITY = 100_000  # owners remembered as having memories
+CHECKS = (
+    "expired",
+    "scope",
+    "source",
+    "threshold",
+    "superseded",
+    "conflict",
+    "sensitivity",
+    "paused",
+)
+# Every reason a candidate can be left out for: the checks, then the selection's cuts.
+DROP_REASONS = (*CHECKS, "limit", "budget")
+STANDING, TOPICAL = "standing", "topical"
+
+
+@dataclass(slots=True)
+class Candidate:
+    memory: Memory
+    vector: float
+    text: float
+    fused: float
+    text_norm: float = 0.0
+    lane: str = TOPICAL
+    topics: tuple[str, ...] = ()  # topics shared with the request
+    shared_terms: int = 0
+    decision: str = "dropped"
+    reason: str | None = None
+
+    def to_trace(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "id": m.id,
+            "type": m.type,
+            "scope": m.scope,
+            "project_id": m.project_id,
+            "source": m.source,
+            "slot": m.slot,
+            "applies": m.applies or "relevant",
+            "lane": self.lane,
+            "scores": {
+                "vector": round(self.vector, 4),
+                "text": round(self.text, 4),
+                "text_norm": round(self.text_norm, 4),
+                "fused": round(self.fused, 4),
+            },
+            "topics": list(self.topics),
+            "shared_terms": self.shared_terms,
+            "decision": self.decision,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class _Searches:
+    """One recall's topical searches: the keyword-or-topic query at once, the vector search
+    once the query is embedded."""
+
+    keywords: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
+    query_topics: list[str]
+    memory_topics: frozenset[str]  # memory topics that matter to the request's topics
+    query_terms: frozenset[str]
+    embedded_at: float
+
+    @property
+    def names(self) -> list[str]:
+        return ["keywords", *(["topics"] if self.memory_topics else []), "vector"]
+
+    def cancel(self) -> None:
+        _abandon(self.keywords)
+        _abandon(self.vector)
+
+
+@dataclass(slots=True)
+class _Standing:
+    memories: list[Memory]
+    queried: bool
+
+
+def _abandon(job: asyncio.Future[Any]) -> None:
+    job.cancel()
+    # an abandoned job's late failure is of no interest
+    job.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+@dataclass(slots=True)
+class _Owner:
+    """What the last settings read said of one owner, to plan the next recall before the
+    read returns: how many memories, how many topical (None: not known), paused."""
+
+    count: int
+    topical: int | None
+    paused: bool
+
+
+@dataclass(slots=True)
+class RecallResult:
+    query_hash: str | None = None
+    query_preview: str | None = None  # the question's start, redacted (policy: trace_preview_chars)
+    candidates: list[Candidate] = field(default_factory=list)
+    injected: list[Memory] = field(default_factory=list)
+    standing_lines: list[str] = field(default_factory=list)
+    fact_lines: list[str] = field(default_factory=list)
+    tokens: int = 0
+    conflicts: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    skipped: str | None = None
+    query_topics: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)  # which searches Redis ran
+
+    @property
+    def message(self) -> str:
+        """The memory message for what was selected."""
+        return inject.render(self.standing_lines, self.fact_lines)
+
+
+def latest_user_text(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content.strip()
+        if isinstance(content, list):
+            parts = [
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") in ("text", "input_text")
+            ]
+            return " ".join(x for x in parts if isinstance(x, str)).strip()
+        return ""
+    return ""
+
+
+class Recaller:
+    def __init__(self, store: Store, embedder: Embedder, policy: Policy, clock: Clock) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.policy = policy
+        self.clock = clock
+        # Owners seen at their last settings read (insertion-ordered, bounded).
+        self._owners: dict[tuple[str, str], _Owner] = {}
+        # Owners' standing memories, with the memory version they were read at (bounded).
+        self._standing_cache: dict[tuple[str, str], tuple[str, list[Memory]]] = {}
+
+    async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
+        clock = self.clock
+        started = clock.monotonic()
+        result = RecallResult()
+        text = latest_user_text(body.get("messages"))
+        if not text:
+            result.skipped = "no_user_text"
+            return result
+        result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
+        result.query_preview = self._preview(text)
+        now = clock.now()
+        store = self.store
+        owner = (ident.tenant, ident.user)
+        seen = self._owners.get(owner)
+        # The settings read stays the authority, but for a user seen with topical memories
+        # (and not paused) the topical searches start beside it, saving its round trip;
+        # anyone else costs only that read when it says there is nothing to recall.
+        settings_read = asyncio.ensure_future(store.get_settings(ident.tenant, ident.user))
+        searches: _Searches | None = None
+        try:
+            if seen is not None and not seen.paused and _searches_topical(seen):
+                searches = await self._search(ident, text, now, seen)
+            settings = await settings_read
+        except BaseException:
+            _abandon(settings_read)
+            if searches:
+                searches.cancel()
+            raise
+        count = int(settings.get("memory_count") or 0)  # kept beside the settings, never low
+        topical_raw = settings.get("topical_count")
+        known = _Owner(
+            count,
+            int(topical_raw) if topical_raw is not None else None,
+            store.recall_paused(settings),
+        )
+        if count <= 0 or known.paused:
+            if count <= 0:
+                self._owners.pop(owner, None)
+            else:
+                self._remember(owner, known)
+            if searches:
+                searches.cancel()
+            result.skipped = "paused" if count > 0 else "no_memories"
+            result.timings_ms = {"total": _ms(clock.monotonic() - started)}
+            return result
+        self._remember(owner, known)
+        if searches is None and _searches_topical(known):
+            searches = await self._search(ident, text, now, known)
+        elif searches is not None and not _searches_topical(known):
+            searches.cancel()
+            searches = None
+        try:
+            standing = await self._standing(ident, settings.get("version") or "")
+            hits = await self._gather(searches) if searches else []
+        except BaseException:
+            if searches:
+                searches.cancel()
+            raise
+        t_embed = searches.embedded_at if searches else clock.monotonic()
+        t_search = clock.monotonic()
+        spec = self.policy.recall
+        result.searches = [STANDING if standing.queried else "standing_cached"]
+        if searches:
+            result.query_topics = searches.query_topics
+            result.searches += searches.names
+        for hit in hits:
+            cand = score(hit, spec)
+            cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
+            if cand.topics:
+                cand.fused += spec.topic_bonus
+            result.candidates.append(cand)
+        result.candidates.sort(key=lambda c: c.fused, reverse=True)
+        # the cache holds every scope and expiry: the request sees what Redis's filter would
+        result.candidates += [
+            Candidate(m, 0.0, 0.0, 0.0, lane=STANDING)
+            for m in standing.memories
+            if _in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
+        ]
+        terms = searches.query_terms if searches else frozenset()
+        await self._check(result, ident, now, terms)
+        self._select(result, str(body.get("model") or ""))
+        t_filter = clock.monotonic()
+        result.timings_ms = {
+            "embed": _ms(t_embed - started),
+            "search": _ms(t_search - t_embed),
+            "filter": _ms(t_filter - t_search),
+            "total": _ms(t_filter - started),
+        }
+        return result
+
+    def _preview(self, text: str) -> str | None:
+        """The question's first characters for the trace, with secrets and personal
+        identifiers (contact details included) cut out first; None when the policy keeps
+        no preview."""
+        chars = self.policy.recall.trace_preview_chars
+        if not chars:
+            return None
+        clean = " ".join(redact(text[: chars * 4], self.policy, "medium").split())
+        return clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
+
+    async def _standing(self, ident: Identity, version: str) -> _Standing:
+        """The owner's standing memories (every scope; checks pick the request's): from
+        this process's cache while the owner's memory version is the one it was read at,
+        else from a tag query, run after the settings read so that a write after that read
+        always changes the version the next recall sees."""
+        owner = (ident.tenant, ident.user)
+        cached = self._standing_cache.get(owner)
+        if cached is not None and version and cached[0] == version:
+            return _Standing(cached[1], queried=False)
+        expr = self.store.standing_filter(ident.tenant, ident.user)
+        found = list(
+            (await self.store.standing_hits(expr, self.policy.recall.standing_pool)).values()
+        )
+        if version:
+            cache = self._standing_cache
+            cache.pop(owner, None)
+            cache[owner] = (version, found)
+            if len(cache) > _SEEN_CAPACITY:
+                del cache[next(iter(cache))]
+        return _Standing(found, queried=True)
+
+    async def _search(self, ident: Identity, text: str, now: datetime, plan: _Owner) -> _Searches:
+        """The topical searches under way: the keyword-or-topic query first, so that Redis
+        runs it while the query is embedded, then the vector search the moment the vector
+        exists. The replies are read afterwards."""
+        store = self.store
+        expr = store.recall_filter(
+            ident.tenant,
+            ident.user,
+            project_id=ident.project_id,
+            task=ident.task,
+            now_ts=now.timestamp(),
+            applies="relevant",
+        )
+        spec = self.policy.recall
+        # A secret the user typed means nothing to recall, and a query is a Redis command
+        # (which Redis's slow log may keep): it is cut out before the query is built.
+        text = redact(text[:2000], self.policy, "high", replacement=" ")
+        query_topics = topics_of(text, self.policy)
+        memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
+        words = search_text(text)
+        pool = spec.candidate_pool
+        keywords = asyncio.ensure_future(
+            store.text_hits(expr, words, pool, topics=memory_topics, load=True)
+        )
+        try:
+            await store.sent()  # before a local embedder holds the loop
+            vector = await self.embedder.embed_query(text)
+        except BaseException:
+            _abandon(keywords)
+            raise
+        large = plan.count > LARGE_USER
+        return _Searches(
+            keywords,
+            asyncio.ensure_future(store.vector_hits(expr, vector, pool, large=large, load=True)),
+            query_topics,
+            frozenset(memory_topics),
+            frozenset(words.split()),
+            self.clock.monotonic(),
+        )
+
+    async def _gather(self, searches: _Searches) -> list[Hit]:
+        """The topical searches' hits, each memory once."""
+        by_vector, near = await searches.vector
+        by_text, worded = await searches.keywords
+        return merge_hits(by_vector, by_text, near | worded)
+
+    def _remember(self, owner: tuple[str, str], known: _Owner) -> None:
+        seen = self._owners
+        seen.pop(owner, None)  # most recent last
+        seen[owner] = known
+        if len(seen) > _SEEN_CAPACITY:
+            del seen[next(iter(seen))]
+
+    async def _check(
+        self, result: RecallResult, ident: Identity, now: datetime, terms: frozenset[str]
+    ) -> None:
+        alive: list[Candidate] = []
+        for cand in result.candidates:
+            cand.reason = self._first_failure(cand, ident, now, terms)
+            if cand.reason is None:
+                alive.append(cand)
+        result.conflicts = await self._resolve_conflicts(alive, ident)
+        for cand in alive:
+            if cand.reason is None and not self.policy.sensitivity.may_inject(
+                cand.memory.sensitivity
+            ):
+                cand.reason = "sensitivity"
+
+    def _first_failure(
+        self, cand: Candidate, ident: Identity, now: datetime, terms: frozenset[str]
+    ) -> str | None:
+        m = cand.memory
+        if m.expires_at is not None and m.expires_at <= now:
+            return "expired"
+        if not _in_scope(m, ident):
+            return "scope"
+        if not self.policy.has_source(m.source) or not self.policy.source(m.source).recall:
+            return "source"
+        if cand.lane == TOPICAL and not self._relevant(cand, terms):
+            return "threshold"
+        if m.status != "active" or m.superseded_by:
+            return "superseded"
+        return None
+
+    def _relevant(self, cand: Candidate, terms: frozenset[str]) -> bool:
+        """Related in meaning, about a topic of the request, or sharing several content
+        words with a meaning that is not unrelated.
+
+        None of these depends on the index (a BM25 score does), and one shared incidental
+        word ("python" the pet, "Python" the language) is never enough; a memory in the
+        other language (no shared words) is judged on its meaning and topics.
+        """
+        bar = self.policy.recall.relevance
+        if cand.vector >= bar.similarity:
+            return True
+        if cand.topics and cand.vector >= bar.topic_min_similarity:
+            return True
+        if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
+            cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
+            return cand.shared_terms >= bar.shared_terms
+        return False
+
+    async def _resolve_conflicts(self, alive: list[Candidate], ident: Identity) -> int:
+        """Two live memories about the same subject: in a one-valued slot (answer language,
+        a project's framework) the narrowest scope wins, then the most recently confirmed,
+        however they are worded; in a many-valued slot only memories saying nearly the same
+        thing conflict, and the newer wins."""
+        one = self.policy.one_valued_slots
+        by_slot: dict[tuple[str, str, str], list[Candidate]] = {}
+        for cand in alive:
+            m = cand.memory
+            if m.slot:
+                # a one-valued slot is one group across scopes; "" marks it
+                key = (m.slot, "", "") if m.slot in one else (m.slot, m.scope, m.project_id or "")
+                by_slot.setdefault(key, []).append(cand)
+        conflicts = 0
+        for key, group in by_slot.items():
+            if len(group) < 2:
+                continue
+            group.sort(key=lambda c: (_specificity(c.memory), _when(c.memory)), reverse=True)
+            if key[0] in one:
+                for older in group[1:]:
+                    older.reason = "conflict"
+                    conflicts += 1
+                continue
+            known = any(s.name == key[0] for s in self.policy.slots)
+            bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
+            vectors = await self.store.get_embeddings(
+                ident.tenant, ident.user, [c.memory.id for c in group]
+            )
+            for i, newer in enumerate(group):
+                if newer.reason is not None:
+                    continue
+                for older in group[i + 1 :]:
+                    a, b = vectors.get(newer.memory.id), vectors.get(older.memory.id)
+                    same_subject = a is None or b is None or float(np.dot(a, b)) >= bar
+                    if older.reason is None and same_subject:
+                        older.reason = "conflict"
+                        conflicts += 1
+        return conflicts
+
+    def _select(self, result: RecallResult, model: str) -> None:
+        """Topical survivors first (best first, up to ``topical.max``), then standing ones
+        (narrowest scope, then newest, up to ``standing.max``), all within
+        ``max_memories`` and the token budget."""
+        spec = self.policy.recall
+        # both headings counted from the start: a bound, the exact count is taken at the end
+        used = tokens.count(inject.render([], []), model)
+        alive = [c for c in result.candidates if c.reason is None]
+        topical = [c for c in alive if c.lane == TOPICAL]
+        standing = sorted(
+            (c for c in alive if c.lane == STANDING),
+            key=lambda c: (_specificity(c.memory), _when(c.memory)),
+            reverse=True,
+        )
+        for lane, group, lines in (
+            (TOPICAL, topical, result.fact_lines),
+            (STANDING, standing, result.standing_lines),
+        ):
+            lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
+            taken = 0
+            for cand in group:
+                if taken >= lane_max or len(result.injected) >= spec.max_memories:
+                    cand.reason = "limit"
+                    continue
+                line = inject.line_for(cand.memory)
+                cost = tokens.count(line, model) + 1
+                if used + cost > spec.token_budget:
+                    cand.reason = "budget"
+                    continue
+                used += cost
+                taken += 1
+                cand.decision = "injected"
+                result.injected.append(cand.memory)
+                lines.append(line)
+        result.tokens = tokens.count(result.message, model) if result.injected else 0
+
+
+def _searches_topical(plan: _Owner) -> bool:
+    """Whether a user may have topical memories (a missing count is not known to be 0)."""
+    return plan.topical is None or plan.topical > 0
+
+
+def score(hit: Hit, spec: RecallSpec) -> Candidate:
+    """The recaller's fused score (the benchmarks rank with it too)."""
+    # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
+    # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
+    c = spec.text_saturation
+    text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
+    fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
+    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
+
+
+def _in_scope(memory: Memory, ident: Identity) -> bool:
+    if memory.scope == "global":
+        return True
+    if memory.scope == "project":
+        return bool(ident.project_id) and memory.project_id == ident.project_id
+    if memory.scope.startswith("task:"):
+        return ident.task is not None and memory.scope == f"task:{ident.task}"
+    return False
+
+
+def _specificity(memory: Memory) -> int:
+    """A task-scoped memory is more specific than a project one, which is more than global."""
+    if memory.scope.startswith("task:"):
+        return 2
+    return 1 if memory.scope == "project" else 0
+
+
+def _when(memory: Memory) -> float:
+    moment = memory.confirmed_at or memory.updated_at or memory.created_at
+    return moment.timestamp() if moment else 0.0
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)

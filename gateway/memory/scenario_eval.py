@@ -1,0 +1,419 @@
+"""Recall scenarios: which memories a request needs, which it must not get, and how recall did.
+
+A scenario file (``gateway/scenarios/recall.yaml`` is the shipped one; its header documents the
+format) seeds each scenario's memories for a fresh user through ``Memories.create`` (the write
+gate, dedup and newest-wins supersede of the memory API) at the simulated time each was saved,
+then sends its request through ``Recaller.recall`` (chat's recall) and compares what was
+injected with what the scenario expects and forbids.
+
+PrefEval's explicit preferences run the same way: a sample of preferences stored for one user,
+each indirect question recalled, hit when its own preference is injected.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from gateway.clock import ManualClock, SystemClock
+from gateway.memory.embed import Embedder
+from gateway.memory.identity import Identity, new_trace_id
+from gateway.memory.memories import Memories
+from gateway.memory.policy import Policy
+from gateway.memory.recall import Recaller
+from gateway.storage.store import Store
+
+SHIPPED = Path(__file__).resolve().parent.parent / "scenarios" / "recall.yaml"
+_MODEL = "gpt-4o-mini"
+
+Ref = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeedMemory(_Model):
+    ref: Ref
+    content: Annotated[str, StringConstraints(min_length=1)]
+    type: str
+    scope: str = "global"
+    project: str | None = None
+    applies: Literal["always", "relevant"] | None = None
+    age_days: Annotated[float, Field(ge=0)] = 0.0
+    expires_in_days: Annotated[float, Field(gt=0)] | None = None
+
+
+class Request(_Model):
+    message: Annotated[str, StringConstraints(min_length=1)]
+    project: str | None = None
+    task: str | None = None
+
+
+class Scenario(_Model):
+    id: Ref
+    category: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    memories: tuple[SeedMemory, ...]
+    request: Request
+    expect: tuple[Ref, ...] = ()
+    forbid: tuple[Ref, ...] = ()
+
+
+class _File(_Model):
+    scenarios: tuple[Scenario, ...]
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file, scenario and field."""
+
+
+def load_scenarios(path: Path = SHIPPED) -> list[Scenario]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: cannot read scenarios: {exc}") from None
+    try:
+        scenarios = list(_File.model_validate(raw).scenarios)
+    except ValidationError as exc:
+        raise ScenarioError(validation_problems(path, raw, exc)) from None
+    seen: set[str] = set()
+    for s in scenarios:
+        if s.id in seen:
+            raise ScenarioError(f"{path}: scenario {s.id}: id: declared twice")
+        seen.add(s.id)
+        refs = {m.ref for m in s.memories}
+        for key in ("expect", "forbid"):
+            for ref in getattr(s, key):
+                if ref not in refs:
+                    raise ScenarioError(f"{path}: scenario {s.id}: {key}: unknown memory {ref!r}")
+    return scenarios
+
+
+def validation_problems(path: Path, raw: Any, exc: ValidationError) -> str:
+    """One line per problem: the file, the scenario (its id, else its position) and the
+    field's path inside it."""
+    problems = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "scenarios" and isinstance(loc[1], int):
+            items = raw.get("scenarios") if isinstance(raw, dict) else None
+            sid = (
+                items[loc[1]].get("id")
+                if isinstance(items, list) and isinstance(items[loc[1]], dict)
+                else None
+            )
+            where = f"scenario {sid or loc[1]!s}: "
+            loc = loc[2:]
+        problems.append(f"{path}: {where}{'.'.join(map(str, loc))}: {err['msg']}")
+    return "\n".join(problems)
+
+
+@dataclass(slots=True)
+class Outcome:
+    scenario: Scenario
+    injected: list[str]  # refs, in injection order
+    not_stored: list[str] = field(default_factory=list)  # refs the write path refused or merged
+
+    @property
+    def hits(self) -> int:
+        return len(set(self.scenario.expect) & set(self.injected))
+
+    @property
+    def false(self) -> int:
+        return len(set(self.scenario.forbid) & set(self.injected))
+
+
+@dataclass(slots=True)
+class Tally:
+    expected: int = 0
+    hits: int = 0
+    forbidden: int = 0
+    false: int = 0
+    injected: int = 0
+    scenarios: int = 0
+
+    def add(self, o: Outcome) -> None:
+        self.scenarios += 1
+        self.expected += len(o.scenario.expect)
+        self.hits += o.hits
+        self.forbidden += len(o.scenario.forbid)
+        self.false += o.false
+        self.injected += len(o.injected)
+
+    @property
+    def gold_recall(self) -> float:
+        return self.hits / self.expected if self.expected else 1.0
+
+    @property
+    def false_recall(self) -> float:
+        return self.false / self.forbidden if self.forbidden else 0.0
+
+    @property
+    def precision(self) -> float:
+        return self.hits / self.injected if self.injected else 1.0
+
+
+def tally(outcomes: Iterable[Outcome]) -> tuple[dict[str, Tally], Tally]:
+    by: dict[str, Tally] = {}
+    total = Tally()
+    for o in outcomes:
+        by.setdefault(o.scenario.category, Tally()).add(o)
+        total.add(o)
+    return by, total
+
+
+class Runner:
+    """Seeds and recalls through the product's own write path and recall, on a simulated
+    clock, each scenario under a tenant of its own (removed afterwards)."""
+
+    def __init__(self, store: Store, embedder: Embedder, policy: Policy) -> None:
+        self.clock = ManualClock(SystemClock().now())
+        self.now = self.clock.now()
+        self.memories = Memories(store, embedder, policy, self.clock)
+        self.recaller = Recaller(store, embedder, policy, self.clock)
+        self.tenant = "eval-" + secrets.token_hex(6)
+
+    def _ident(self, user: str, project: str | None = None, task: str | None = None) -> Identity:
+        return Identity(self.tenant, user, project, "on", new_trace_id(), task=task)
+
+    async def run(self, scenario: Scenario) -> Outcome:
+        user = scenario.id
+        by_id: dict[str, str] = {}
+        not_stored: list[str] = []
+        for seed in sorted(scenario.memories, key=lambda m: -m.age_days):
+            saved_at = self.now - timedelta(days=seed.age_days)
+            self.clock.set(saved_at)
+            expires = (
+                saved_at + timedelta(days=seed.expires_in_days) if seed.expires_in_days else None
+            )
+            outcome = await self.memories.create(
+                self._ident(user, seed.project),
+                content=seed.content,
+                type=seed.type,
+                scope=seed.scope,
+                project_id=seed.project,
+                applies=seed.applies,
+                expires_at=expires,
+            )
+            if outcome.created:
+                by_id[outcome.memory.id] = seed.ref
+            else:
+                not_stored.append(seed.ref)
+        self.clock.set(self.now)
+        req = scenario.request
+        result = await self.recaller.recall(
+            self._ident(user, req.project, req.task),
+            {"model": _MODEL, "messages": [{"role": "user", "content": req.message}]},
+        )
+        injected = [by_id.get(m.id, m.id) for m in result.injected]
+        return Outcome(scenario, injected, not_stored)
+
+    async def run_all(self, scenarios: Sequence[Scenario]) -> list[Outcome]:
+        try:
+            return [await self.run(s) for s in scenarios]
+        finally:
+            await self.forget(s.id for s in scenarios)
+
+    async def forget(self, users: Iterable[str]) -> None:
+        for user in users:
+            await self.memories.delete_where(self._ident(user), everything=True, actor="admin")
+
+
+# ----------------------------------------------------------------------------- PrefEval
+
+
+def load_prefeval(folder: Path, per_topic: int = 5) -> list[tuple[str, str, str]]:
+    """(topic, preference, question): the first ``per_topic`` explicit preferences of each
+    topic (20 topics: 100 with the default)."""
+    rows: list[tuple[str, str, str]] = []
+    for file in sorted(folder.glob("*.json")):
+        data = json.loads(file.read_text(encoding="utf-8"))
+        rows += [(file.stem, r["preference"], r["question"]) for r in data[:per_topic]]
+    return rows
+
+
+@dataclass(slots=True)
+class PrefEvalResult:
+    questions: int
+    stored: int
+    hits: int
+    injected_total: int
+
+    @property
+    def mean_injected(self) -> float:
+        return self.injected_total / self.questions if self.questions else 0.0
+
+
+async def run_prefeval(runner: Runner, rows: Sequence[tuple[str, str, str]]) -> PrefEvalResult:
+    """All preferences stored for one user through the write path, then each question
+    recalled: a hit when its own preference is injected."""
+    user = "prefeval"
+    ident = runner._ident(user)
+    gold: list[str | None] = []
+    try:
+        for _, preference, _ in rows:
+            outcome = await runner.memories.create(ident, content=preference, type="preference")
+            gold.append(outcome.memory.id if outcome.created else None)
+        hits = injected = 0
+        for (_, _, question), want in zip(rows, gold, strict=True):
+            result = await runner.recaller.recall(
+                runner._ident(user),
+                {"model": _MODEL, "messages": [{"role": "user", "content": question}]},
+            )
+            ids = [m.id for m in result.injected]
+            injected += len(ids)
+            hits += int(want is not None and want in ids)
+        return PrefEvalResult(len(rows), sum(g is not None for g in gold), hits, injected)
+    finally:
+        await runner.forget([user])
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def report(outcomes: Sequence[Outcome], pref: PrefEvalResult | None, pref_note: str) -> str:
+    by, total = tally(outcomes)
+    head = (
+        f"{'category':<16}{'scenarios':>11}{'gold recall':>16}{'false recall':>16}{'precision':>11}"
+    )
+    lines = ["Recall scenarios (memories expected / forbidden per request)", "", head]
+
+    def row(name: str, t: Tally) -> str:
+        return (
+            f"{name:<16}{t.scenarios:>11}"
+            f"{f'{t.gold_recall:.2f} ({t.hits}/{t.expected})':>16}"
+            f"{f'{t.false_recall:.2f} ({t.false}/{t.forbidden})':>16}"
+            f"{t.precision:>11.2f}"
+        )
+
+    lines += [row(name, t) for name, t in sorted(by.items())]
+    lines += ["-" * len(head), row("overall", total), ""]
+    misses = [o for o in outcomes if o.hits < len(o.scenario.expect) or o.false]
+    if misses:
+        lines.append("Scenarios off target (expected / forbidden / injected):")
+        for o in misses:
+            lines.append(
+                f"  {o.scenario.id}: expected {list(o.scenario.expect)} forbidden "
+                f"{list(o.scenario.forbid)} injected {o.injected}"
+                + (f" not stored {o.not_stored}" if o.not_stored else "")
+            )
+        lines.append("")
+    if pref is not None:
+        lines.append(
+            f"PrefEval explicit preferences through the product path: {pref.hits}/"
+            f"{pref.questions} questions got their preference injected, mean injected "
+            f"{pref.mean_injected:.2f} ({pref.stored} of {pref.questions} preferences stored)"
+        )
+    else:
+        lines.append(f"PrefEval: {pref_note}")
+    return "\n".join(lines)
+
+
+def summary(outcomes: Sequence[Outcome], pref: PrefEvalResult | None) -> dict[str, Any]:
+    """The figures as data (one object per category and overall)."""
+    by, total = tally(outcomes)
+
+    def figures(t: Tally) -> dict[str, Any]:
+        return {
+            "scenarios": t.scenarios,
+            "gold_recall": round(t.gold_recall, 4),
+            "false_recall": round(t.false_recall, 4),
+            "precision": round(t.precision, 4),
+        }
+
+    out: dict[str, Any] = {
+        "categories": {k: figures(v) for k, v in sorted(by.items())},
+        "overall": figures(total),
+    }
+    if pref is not None:
+        out["prefeval"] = {
+            "questions": pref.questions,
+            "hits": pref.hits,
+            "mean_injected": round(pref.mean_injected, 3),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def run_scenario_bench(
+    *,
+    scenarios: str | None = None,
+    prefeval: str | None = None,
+    no_prefeval: bool = False,
+    json_out: str | None = None,
+) -> int:
+    """`memgate bench scenarios`: a throwaway embedded Redis, the local embedder and the
+    default (or ``MEMGATE_POLICY``) policy; prints the report, 0 on success."""
+    import asyncio
+    import os
+    import sys
+    import tempfile
+
+    from gateway.memory.embed import LocalEmbedder
+    from gateway.memory.policy import PolicyError, load_policy
+    from gateway.memory.tokens import prepare_cache
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+
+    try:
+        policy = load_policy(os.environ.get("MEMGATE_POLICY") or None)
+        chosen = load_scenarios(Path(scenarios) if scenarios else SHIPPED)
+    except (PolicyError, ScenarioError) as exc:
+        print(f"memgate bench scenarios: {exc}", file=sys.stderr)
+        return 2
+    rows: list[tuple[str, str, str]] = []
+    note = "skipped (--no-prefeval)"
+    if not no_prefeval:
+        folder = Path(prefeval) if prefeval else _default_prefeval()
+        rows = load_prefeval(folder) if folder is not None and folder.is_dir() else []
+        if not rows:
+            note = "no data (pass --prefeval DIR: PrefEval's explicit_preference folder)"
+
+    async def job(url: str) -> tuple[list[Outcome], PrefEvalResult | None]:
+        store = Store(url)
+        try:
+            runner = Runner(store, LocalEmbedder(), policy)
+            await runner.memories.ready()
+            print(f"running {len(chosen)} scenarios", file=sys.stderr, flush=True)
+            outcomes = await runner.run_all(chosen)
+            pref = None
+            if rows:
+                print(f"PrefEval: {len(rows)} preferences", file=sys.stderr, flush=True)
+                pref = await run_prefeval(runner, rows)
+            return outcomes, pref
+        finally:
+            await store.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="memgate-scenarios-") as tmp:
+        prepare_cache(Path(tmp) / "tiktoken")
+        server = EmbeddedRedis(Path(tmp) / "redis")
+        try:
+            url = server.start()
+        except EmbeddedRedisError as exc:
+            print(f"memgate bench scenarios: {exc}", file=sys.stderr)
+            return 1
+        try:
+            outcomes, pref = asyncio.run(job(url))
+        finally:
+            server.stop()
+    print(report(outcomes, pref, note), flush=True)
+    if json_out:
+        Path(json_out).write_text(json.dumps(summary(outcomes, pref), indent=2) + "\n")
+    return 0
+
+
+def _default_prefeval() -> Path | None:
+    """PrefEval next to a repository checkout (``../shared/eval-data``), when present."""
+    root = Path(__file__).resolve().parent.parent.parent
+    folder = root.parent / "shared" / "eval-data" / "prefeval" / "explicit_preference"
+    return folder if folder.is_dir() else None
