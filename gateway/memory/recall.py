@@ -33,6 +33,9 @@ from gateway.storage.store import Hit, Store, merge_hits
 
 LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
+# Owners whose standing memories are cached (each up to recall.standing_pool memories, so
+# this bounds the cache's memory use); the least recently recalled are dropped first.
+_STANDING_CAPACITY = 10_000
 CHECKS = (
     "expired",
     "scope",
@@ -286,18 +289,18 @@ class Recaller:
         else from a tag query, run after the settings read so that a write after that read
         always changes the version the next recall sees."""
         owner = (ident.tenant, ident.user)
-        cached = self._standing_cache.get(owner)
+        cache = self._standing_cache
+        cached = cache.pop(owner, None)
         if cached is not None and version and cached[0] == version:
+            cache[owner] = cached  # most recently recalled last
             return _Standing(cached[1], queried=False)
         expr = self.store.standing_filter(ident.tenant, ident.user)
         found = list(
             (await self.store.standing_hits(expr, self.policy.recall.standing_pool)).values()
         )
         if version:
-            cache = self._standing_cache
-            cache.pop(owner, None)
             cache[owner] = (version, found)
-            if len(cache) > _SEEN_CAPACITY:
+            if len(cache) > _STANDING_CAPACITY:
                 del cache[next(iter(cache))]
         return _Standing(found, queried=True)
 
