@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from gateway.processes import BenchError, _Server
+from gateway.processes import BenchError, _Server, http_body
 from gateway.storage.redis_server import free_port
 
 GOAL_P50_MS = 2.0
@@ -81,21 +81,9 @@ async def _respond(send: Any, status: int, body: bytes, content_type: bytes) -> 
 async def stub_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Raw ASGI upstream: ``POST /v1/chat/completions`` answers a fixed completion, or for
     ``stream: true`` a 20-chunk SSE stream ending in ``data: [DONE]``."""
-    if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    if scope["type"] != "http":
+    body = await http_body(scope, receive, send)
+    if body is None:
         return
-    body, more = b"", True
-    while more:
-        message = await receive()
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
     if scope["method"] != "POST" or scope["path"] != "/v1/chat/completions":
         await _respond(send, 404, b'{"error":{"message":"not found"}}', b"application/json")
         return

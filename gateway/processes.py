@@ -11,12 +11,34 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-__all__ = ["BenchError", "_Server"]
+__all__ = ["BenchError", "_Server", "http_body"]
 
 _START_TIMEOUT = 60.0
+
+
+async def http_body(scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+    """For a raw ASGI test upstream: answers the lifespan protocol, and for an HTTP request
+    returns its whole body (None for anything else, which the caller ignores)."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return None
+    if scope["type"] != "http":
+        return None
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
 
 
 class BenchError(RuntimeError):

@@ -42,6 +42,7 @@ from gateway.memory.eval_scenarios import (
     load_eval_scenarios,
 )
 from gateway.memory.scenario_eval import ScenarioError, SeedMemory
+from gateway.processes import http_body
 
 ANSWER_HEADER = "x-eval-recorded-answer"
 """Sent only to the offline upstream this command starts: the recorded answers of a turn."""
@@ -82,21 +83,9 @@ def recorded_answer(header: str | None, messages: Any) -> str | None:
 async def stub_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Raw ASGI upstream for ``POST /v1/chat/completions``: answers with the recorded answer
     (``x-eval-recorded-answer``), or a fixed text marked ``x-eval-recorded: none``."""
-    if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    if scope["type"] != "http":
+    body = await http_body(scope, receive, send)
+    if body is None:
         return
-    body, more = b"", True
-    while more:
-        message = await receive()
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     status, out, extra = 404, {"error": {"message": "not found"}}, []
     if scope["method"] == "POST" and scope["path"] == "/v1/chat/completions":
