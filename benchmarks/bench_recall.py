@@ -449,8 +449,7 @@ async def _wait_indexed(store: Store, expected: int) -> None:
 # =========================================================================== measuring recall
 
 
-def _body(text: str) -> dict[str, Any]:
-    return {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}
+_MODEL = "gpt-4o-mini"
 
 
 @dataclass
@@ -467,10 +466,10 @@ async def time_recall(
     recaller: Recaller, ident: Identity, queries: Sequence[str], warmup: int
 ) -> StageTimes:
     for text in list(queries)[:warmup]:
-        await recaller.recall(ident, _body(text))
+        await recaller.recall(ident, text.strip(), model=_MODEL)
     out = StageTimes()
     for text in queries:
-        result = await recaller.recall(ident, _body(text))
+        result = await recaller.recall(ident, text.strip(), model=_MODEL)
         t = result.timings_ms
         out.embed.append(t["embed"])
         out.search.append(t["search"])
@@ -1365,7 +1364,7 @@ async def _injected(
         ident = Identity(
             tenant="locomo", user=q.user, project_id=None, mode="on", trace_id=new_trace_id()
         )
-        result = await recaller.recall(ident, _body(q.text))
+        result = await recaller.recall(ident, q.text.strip(), model=_MODEL)
         injected = [m.id for m in result.injected]
         for table in (scores.at_k, scores.at_k2):
             row = table.setdefault(name, {})

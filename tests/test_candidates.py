@@ -11,12 +11,16 @@ import pytest
 
 from gateway.clock import ManualClock, SystemClock
 from gateway.errors import Conflict, NotFound
+from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
+from gateway.memory.pipeline import Exchange, MemoryFlow
 from gateway.memory.policy import Policy, load_policy
+from gateway.memory.recall import Recaller
+from gateway.observability.metrics import Metrics
 from gateway.storage.store import Store
 from tests.secret_corpus import SECRET_VALUES
 
@@ -284,3 +288,34 @@ async def test_the_worker_stops_at_once_while_waiting_for_jobs(service: Memories
         assert await later.drain_once() == ["queued"]
     finally:
         await store.aclose()
+
+
+async def test_memories_injected_into_a_request_are_not_mined_back_as_they_were_injected(
+    service: Memories,
+) -> None:
+    """The exchange carries the memories as the model saw them: the miner compares with
+    those, not with whatever Redis holds by the time the answer is over."""
+    q, me = queue_for(service), who()
+    made = await service.create(me, content="I prefer green tea", type="preference")
+    injected = made.memory
+    metrics = Metrics("t")
+    flow = MemoryFlow(
+        Recaller(service.store, service.embedder, service.policy, service.clock),
+        service.store,
+        metrics,
+        service.clock,
+        7,
+        candidates=q,
+        background=Background(metrics),
+    )
+    # edited while the answer streamed: Redis no longer holds the injected text
+    await service.update(me, injected.id, {"content": "I prefer black coffee"})
+    repeat = {"role": "user", "content": "I prefer green tea"}
+    flow.finish(Exchange(me, {"model": "m", "messages": [repeat]}, 200, [injected]))
+    await flow.drain()
+    assert await q.drain_once() == []
+    assert await q.list(me) == []
+    # the same message from the same user with nothing injected is mined
+    flow.finish(Exchange(me, {"model": "m", "messages": [repeat]}, 200, []))
+    await flow.drain()
+    assert await q.drain_once() == ["queued"]

@@ -27,7 +27,7 @@ class CountingRecaller:
         self.done = 0
         self.hang = hang
 
-    async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
+    async def recall(self, ident: Identity, text: str, *, model: str = "") -> RecallResult:
         self.running += 1
         self.peak = max(self.peak, self.running)
         try:

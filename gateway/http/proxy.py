@@ -16,6 +16,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath
 from litestar.response import Stream
 
+from gateway import wire
 from gateway.errors import (
     BadRequest,
     InvalidJSON,
@@ -25,7 +26,7 @@ from gateway.errors import (
     error_body,
 )
 from gateway.memory import identity as identity_mod
-from gateway.memory import tokens
+from gateway.memory import inject, tokens
 from gateway.memory.access import authorize
 from gateway.memory.identity import Access
 from gateway.memory.pipeline import Exchange, Prepared
@@ -304,7 +305,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
 
     def exchange() -> Exchange:
         return Exchange(
-            ident, body, rec.status, prepared.injected_ids, rec.prompt_tokens, rec.injected_tokens
+            ident, body, rec.status, prepared.injected, rec.prompt_tokens, rec.injected_tokens
         )
 
     is_sse = resp.content_type.startswith("text/event-stream")
@@ -317,7 +318,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
             usage = _usage_from(payload)
             if usage:
                 _take_usage(rec, usage)
-            _count_prompt_locally(rec, body.get("messages"))
+            _count_prompt_locally(rec, wire.messages_of(body))
         out_headers = response_headers(resp.raw_headers, decoded=True)
         out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
         _finish(state, rec)
@@ -359,7 +360,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
             if usage:
                 _take_usage(rec, usage)
             if completed:
-                _count_prompt_locally(rec, body.get("messages"))
+                _count_prompt_locally(rec, wire.messages_of(body))
             _finish(state, rec)
             if completed and remembers:
                 state.memory.finish(exchange())
@@ -575,32 +576,6 @@ def parse_responses_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def input_as_messages(value: Any) -> list[dict[str, Any]]:
-    """The Responses API's ``input`` read as chat messages: recall and mining look at the
-    latest user message, as for chat. Items that are not messages (tool calls and their
-    outputs, references to earlier items) are left out."""
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list):
-        return []
-    return [
-        {"role": item["role"], "content": item.get("content")}
-        for item in value
-        if isinstance(item, dict)
-        and item.get("type", "message") == "message"
-        and isinstance(item.get("role"), str)
-    ]
-
-
-def with_instructions(body: dict[str, Any], memory_block: str) -> dict[str, Any]:
-    """The request with the memory block added to ``instructions``, after the app's own (so
-    they stay first), every other field as it came. Instructions are not carried over by
-    ``previous_response_id``, so each turn gets the memories recalled for it."""
-    own = body.get("instructions")
-    text = f"{own}\n\n{memory_block}" if isinstance(own, str) and own.strip() else memory_block
-    return {**body, "instructions": text}
-
-
 class _ResponsesStream:
     """Watches a Responses event stream as it is relayed, one event at a time: the final
     event says whether the exchange completed and carries its usage."""
@@ -668,12 +643,12 @@ async def _responses(
     rec.trace_id, rec.mode, rec.model = ident.trace_id, ident.mode, body["model"]
     rec.stream = body.get("stream") is True
     # What recall and mining read: the input as chat messages.
-    view = {"model": body["model"], "messages": input_as_messages(body.get("input"))}
+    view = {"model": body["model"], "messages": wire.input_as_messages(body.get("input"))}
     remembers = bool(ident.tenant)  # a caller without a key gets a plain proxy
 
     prepared = (
         await state.memory.prepare(
-            ident, view, raw, inject_into=lambda _view, block: with_instructions(body, block)
+            ident, view, raw, inject_into=lambda _view, block: inject.with_instructions(body, block)
         )
         if remembers
         else Prepared(raw)
@@ -691,7 +666,7 @@ async def _responses(
 
     def exchange() -> Exchange:
         return Exchange(
-            ident, view, rec.status, prepared.injected_ids, rec.prompt_tokens, rec.injected_tokens
+            ident, view, rec.status, prepared.injected, rec.prompt_tokens, rec.injected_tokens
         )
 
     is_sse = resp.content_type.startswith("text/event-stream")

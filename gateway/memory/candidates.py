@@ -35,20 +35,14 @@ from gateway.clock import Clock, from_iso, to_iso
 from gateway.errors import BadRequest, Conflict, NotFound, WriteRefused
 from gateway.memory.identity import Identity, check_project_id
 from gateway.memory.memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutcome
-from gateway.memory.mine import (
-    Extractor,
-    Proposal,
-    extract_rules,
-    latest_user_text,
-    mining_key,
-    screen,
-)
+from gateway.memory.mine import Extractor, Proposal, extract_rules, mining_key, screen
 from gateway.memory.policy import Policy
 from gateway.memory.records import Memory, content_key
 from gateway.memory.sensitivity import redact
 from gateway.observability.metrics import Metrics
 from gateway.storage import RedisError, ResponseError
 from gateway.storage.store import KEY_ROOT, Store
+from gateway.wire import new_user_text
 
 __all__ = ["CANDIDATE_ID", "CandidateQueue", "new_candidate_id"]
 
@@ -404,25 +398,20 @@ class CandidateQueue:
         messages: Sequence[dict[str, Any]],
         injected_texts: Iterable[str] = (),
         trace_id: str | None = None,
-        *,
-        injected_ids: Iterable[str] = (),
     ) -> str | None:
         """Queue one finished exchange for mining; returns the stream entry id (None when
         there is nothing to mine). Only the latest user message travels, with high-level
-        secrets redacted; injected memories travel as ``mining_key``s, never as text."""
+        secrets redacted; the memories injected into the request (their texts as injected)
+        travel as ``mining_key``s, never as text."""
         trace = trace_id or ident.trace_id
         # Remember this answer's trace: a correction in the next message corrects it.
         prev = await self.redis.set(self._last_trace(ident), trace, ex=self.trace_ttl, get=True)
         if ident.mode == "off":
             return None
-        text = latest_user_text(messages)
+        text = new_user_text(messages)
         if text is None:
             return None
         keys = {mining_key(t) for t in injected_texts if t}
-        for memory_id in injected_ids:
-            memory = await self.store.get_memory(ident.tenant, ident.user, memory_id)
-            if memory is not None:
-                keys.add(mining_key(memory.content))
         job = {
             "v": _JOB_VERSION,
             "tenant": ident.tenant,

@@ -82,3 +82,12 @@ def insert(body: dict[str, Any], content: str) -> dict[str, Any]:
         at += 1
     messages.insert(at, {"role": "system", "content": content})
     return {**body, "messages": messages}
+
+
+def with_instructions(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """A Responses API request with the memory message added to ``instructions``, after the
+    app's own (so they stay first), every other field as it came. Instructions are not
+    carried over by ``previous_response_id``, so each turn gets the memories recalled for it."""
+    own = body.get("instructions")
+    text = f"{own}\n\n{content}" if isinstance(own, str) and own.strip() else content
+    return {**body, "instructions": text}

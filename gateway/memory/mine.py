@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from gateway.memory.gate import Draft, check_write
 from gateway.memory.policy import Policy, RuleSpec, is_one_time, normalize
 from gateway.memory.records import content_key
+from gateway.wire import new_user_text
 
 __all__ = [
     "Extractor",
@@ -30,7 +31,6 @@ __all__ = [
     "extract",
     "extract_rules",
     "horizon_of",
-    "latest_user_text",
     "mining_key",
     "screen",
     "split_sentences",
@@ -108,33 +108,6 @@ def mining_key(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text)
     kept = "".join(ch for ch in folded if not unicodedata.category(ch).startswith(("P", "Z")))
     return content_key(kept)
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts: only text parts are the user's words
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
-        )
-    return ""
-
-
-def latest_user_text(messages: Sequence[dict[str, Any]]) -> str | None:
-    """The text of the request's last message when it is the user's, else None.
-
-    When the last message is a tool result or an assistant prefill, the latest user message was
-    already mined with the request that ended with it.
-    """
-    if not messages:
-        return None
-    last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") != "user":
-        return None
-    text = _text_of(last.get("content"))
-    return text if text.strip() else None
 
 
 def _is_question(body: str, end: str, policy: Policy) -> bool:
@@ -229,7 +202,7 @@ def extract(
     ``now`` is the injected clock's time; the refusals do not depend on it.
     """
     result = MineResult()
-    text = latest_user_text(messages)
+    text = new_user_text(messages)
     if text is None:
         return result
     injected = set(injected_keys) | {mining_key(t) for t in injected_texts if t}

@@ -15,12 +15,14 @@ from typing import Any, Protocol
 import msgspec
 import structlog
 
+from gateway import wire
 from gateway.clock import Clock, to_iso
 from gateway.memory import inject
 from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.identity import Identity
 from gateway.memory.recall import Recaller, RecallResult
+from gateway.memory.records import Memory
 from gateway.observability.metrics import Metrics
 from gateway.storage import RedisError
 from gateway.storage.store import Store
@@ -34,24 +36,31 @@ class Prepared:
     """What to forward: the client's bytes untouched, or a re-encoded dict with memories added."""
 
     content: bytes
-    injected_ids: list[str] = field(default_factory=list)
+    injected: list[Memory] = field(default_factory=list)  # as injected (none in dry-run)
     injected_tokens: int = 0
+
+    @property
+    def injected_ids(self) -> list[str]:
+        return [m.id for m in self.injected]
 
 
 @dataclass(slots=True)
 class Exchange:
-    """One finished chat exchange, handed to the miner off the response path."""
+    """One finished chat exchange, handed to the miner off the response path. ``injected``
+    are the memories as the model saw them: the miner never proposes them again, without
+    reading them back."""
 
     identity: Identity
     request: dict[str, Any]
     status: int
-    injected_ids: list[str]
+    injected: list[Memory]
     prompt_tokens: int | None = None  # the upstream's (or a local) count, memories included
     injected_tokens: int = 0
 
 
 # Puts the rendered memory block into the body to forward: a chat request gets a system
-# message (``inject.insert``); other APIs (the Responses API's ``instructions``) their own way.
+# message (``inject.insert``), a Responses request its ``instructions``
+# (``inject.with_instructions``).
 Injector = Callable[[dict[str, Any], str], dict[str, Any]]
 
 
@@ -171,15 +180,17 @@ class MemoryFlow:
         new_body = inject_into(body, result.message)
         return Prepared(
             content=_encoder.encode(new_body),
-            injected_ids=injected_ids,
+            injected=list(result.injected),
             injected_tokens=result.tokens,
         )
 
     async def _recall_in_turn(self, identity: Identity, body: dict[str, Any]) -> RecallResult:
+        text = wire.latest_user_text(wire.messages_of(body))
+        model = wire.model_of(body)
         turns = self._turns
         if turns is None:
             async with asyncio.timeout(self.time_budget):
-                return await self.recaller.recall(identity, body)
+                return await self.recaller.recall(identity, text, model=model)
         try:
             async with asyncio.timeout(self.time_budget):
                 await turns.acquire()
@@ -187,7 +198,7 @@ class MemoryFlow:
             raise _NoTurn from None
         try:
             async with asyncio.timeout(self.time_budget):
-                return await self.recaller.recall(identity, body)
+                return await self.recaller.recall(identity, text, model=model)
         finally:
             turns.release()
 
@@ -206,14 +217,12 @@ class MemoryFlow:
         if self.candidates is None:
             return
         candidates = self.candidates
-        messages = exchange.request.get("messages") or []
+        messages = wire.messages_of(exchange.request)
+        injected_texts = [m.content for m in exchange.injected]
 
         async def submit() -> None:
             await candidates.submit(
-                exchange.identity,
-                messages,
-                trace_id=exchange.identity.trace_id,
-                injected_ids=exchange.injected_ids,
+                exchange.identity, messages, injected_texts, trace_id=exchange.identity.trace_id
             )
 
         self.background.submit_mining(submit)

@@ -152,26 +152,6 @@ class RecallResult:
         return inject.render(self.standing_lines, self.fact_lines)
 
 
-def latest_user_text(messages: Any) -> str:
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content.strip()
-        if isinstance(content, list):
-            parts = [
-                p.get("text", "")
-                for p in content
-                if isinstance(p, dict) and p.get("type") in ("text", "input_text")
-            ]
-            return " ".join(x for x in parts if isinstance(x, str)).strip()
-        return ""
-    return ""
-
-
 class Recaller:
     def __init__(self, store: Store, embedder: Embedder, policy: Policy, clock: Clock) -> None:
         self.store = store
@@ -183,11 +163,12 @@ class Recaller:
         # Owners' standing memories, with the memory version they were read at (bounded).
         self._standing_cache: dict[tuple[str, str], tuple[str, list[Memory]]] = {}
 
-    async def recall(self, ident: Identity, body: dict[str, Any]) -> RecallResult:
+    async def recall(self, ident: Identity, text: str, *, model: str = "") -> RecallResult:
+        """The memories to inject for ``text`` (the latest user message, ``wire.latest_user_text``);
+        ``model`` picks the tokenizer that counts them against the token budget."""
         clock = self.clock
         started = clock.monotonic()
         result = RecallResult()
-        text = latest_user_text(body.get("messages"))
         if not text:
             result.skipped = "no_user_text"
             return result
@@ -263,7 +244,7 @@ class Recaller:
         ]
         terms = searches.query_terms if searches else frozenset()
         await self._check(result, ident, now, terms)
-        self._select(result, str(body.get("model") or ""))
+        self._select(result, model)
         t_filter = clock.monotonic()
         result.timings_ms = {
             "embed": _ms(t_embed - started),

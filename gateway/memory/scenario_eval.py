@@ -211,8 +211,7 @@ class Runner:
         self.clock.set(self.now)
         req = scenario.request
         result = await self.recaller.recall(
-            self._ident(user, req.project, req.task),
-            {"model": _MODEL, "messages": [{"role": "user", "content": req.message}]},
+            self._ident(user, req.project, req.task), req.message.strip(), model=_MODEL
         )
         injected = [by_id.get(m.id, m.id) for m in result.injected]
         return Outcome(scenario, injected, not_stored)
@@ -266,8 +265,7 @@ async def run_prefeval(runner: Runner, rows: Sequence[tuple[str, str, str]]) -> 
         hits = injected = 0
         for (_, _, question), want in zip(rows, gold, strict=True):
             result = await runner.recaller.recall(
-                runner._ident(user),
-                {"model": _MODEL, "messages": [{"role": "user", "content": question}]},
+                runner._ident(user), question.strip(), model=_MODEL
             )
             ids = [m.id for m in result.injected]
             injected += len(ids)

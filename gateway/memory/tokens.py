@@ -20,6 +20,8 @@ from pathlib import Path
 
 import tiktoken
 
+from gateway.wire import content_text
+
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/"
 _SHA256 = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -93,18 +95,6 @@ _PER_MESSAGE = 3
 _PER_REPLY = 3
 
 
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return " ".join(
-            part["text"]
-            for part in value
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def count_messages(messages: object, model: str) -> int:
     """Prompt tokens of chat ``messages`` (or Responses ``input`` items), counted offline."""
     if isinstance(messages, str):
@@ -114,5 +104,7 @@ def count_messages(messages: object, model: str) -> int:
     total = _PER_REPLY
     for message in messages:
         if isinstance(message, dict):
-            total += _PER_MESSAGE + count(_text(message.get("content")), model)
+            total += _PER_MESSAGE + count(
+                content_text(message.get("content"), sep=" ", any_part=True), model
+            )
     return total
