@@ -229,7 +229,10 @@ def create_app(
     """
     the_clock = EvalAwareClock(clock or SystemClock())
     the_policy = policy or load_policy(settings.policy)
-    the_embedder = embedder or make_embedder(settings)
+    # One upstream client for every upstream call (chat, embeddings, extraction), closed
+    # when the app stops.
+    upstream = Upstream(settings)
+    the_embedder = embedder or make_embedder(settings, upstream)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -239,7 +242,6 @@ def create_app(
             pool_timeout=settings.redis_pool_timeout,
             timeout=settings.redis_timeout,
         )
-        upstream = Upstream(settings)
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(_log_loop_errors)
         supervisor = (

@@ -244,6 +244,7 @@ def _reembed(args: argparse.Namespace) -> int:
     from gateway.memory.reembed import reembed
     from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
     from gateway.storage.store import Store
+    from gateway.upstream import Upstream
 
     settings = Settings.from_env()
     policy = _load_policy(settings)
@@ -263,12 +264,13 @@ def _reembed(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
 
     async def run() -> int:
-        store = Store(redis_url)
+        store, upstream = Store(redis_url), Upstream(settings)
         try:
             await store.check_query_engine()
-            memories = Memories(store, make_embedder(settings), policy, SystemClock())
+            memories = Memories(store, make_embedder(settings, upstream), policy, SystemClock())
             return await reembed(memories)
         finally:
+            await upstream.aclose()
             await store.aclose()
 
     try:

@@ -7,6 +7,7 @@ filtering and error mapping live here so every route forwards the same way.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -292,6 +293,24 @@ class Upstream:
     async def read(self, response: UpstreamResponse) -> bytes:
         return await response.read()
 
+    async def post_json(
+        self, subpath: str, payload: Any, *, api_key: str | None
+    ) -> tuple[int, bytes]:
+        """memgate's own call to the upstream (embeddings, LLM extraction): ``payload`` as
+        JSON, with ``api_key`` (memgate's, never a client's) when there is one. Returns the
+        status and the whole body; transport faults raise ``UpstreamTimeout`` or
+        ``UpstreamUnreachable`` as for every forwarded request."""
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        headers = [("content-type", "application/json"), ("accept", "application/json")]
+        if api_key:
+            headers.append(("authorization", f"Bearer {api_key}"))
+        response = await self.send("POST", self.url(subpath), headers, body, stream=False)
+        return response.status_code, await self.read(response)
+
     async def aclose(self) -> None:
-        for session in [*self._sessions.values(), *self._fresh.values()]:
+        """Close the connection pool; a later request opens a new one."""
+        sessions = [*self._sessions.values(), *self._fresh.values()]
+        self._sessions.clear()
+        self._fresh.clear()
+        for session in sessions:
             await session.close()

@@ -21,6 +21,7 @@ from gateway.memory.records import Memory
 from gateway.memory.reembed import carry_over, keep_carrying_over, reembed
 from gateway.storage.redis_server import EmbeddedRedis
 from gateway.storage.store import Store
+from gateway.upstream import Upstream as UpstreamClient
 from tests.conftest import GatewayFactory, Upstream
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +45,8 @@ async def test_reembed_moves_memories_to_the_upstream_model(
             embeddings="upstream",
             embeddings_model="text-embedding-3-small",
         )
-        embedder = UpstreamEmbedder(settings)
+        client = UpstreamClient(settings)
+        embedder = UpstreamEmbedder(settings, client)
         new_store = Store(server.url)
         new = Memories(new_store, embedder, policy, clock)
         assert await reembed(new) == 2
@@ -57,7 +59,7 @@ async def test_reembed_moves_memories_to_the_upstream_model(
         keys = [k async for k in new_store.redis.scan_iter(match="memgate:mem:*")]
         assert all(b"up-text-embedding-3-small-3" in k for k in keys), keys
         assert await reembed(new) == 0  # nothing left to move
-        await embedder.aclose()
+        await client.aclose()
         await new_store.aclose()
 
 
@@ -155,7 +157,8 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
             embeddings="upstream",
             embeddings_model="text-embedding-3-small",
         )
-        embedder = UpstreamEmbedder(settings)
+        client = UpstreamClient(settings)
+        embedder = UpstreamEmbedder(settings, client)
         store = Store(server.url)
         new = Memories(store, embedder, load_policy(), SystemClock())
         await store.ensure_memory_index(embedder.model_id, 3)
@@ -167,7 +170,7 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
             len(await Memories(old_store, shared_embedder, load_policy(), SystemClock()).list(me))
             == 1
         )
-        await embedder.aclose()
+        await client.aclose()
         await store.aclose()
         await old_store.aclose()
 

@@ -4,7 +4,8 @@ Behaviour is chosen by the request's ``model`` so a test can script faults per c
 ``error-500``, ``error-429``, ``slow`` (sleeps ``slow_seconds``), ``cut-stream`` (drops the
 connection mid-stream), ``stall-stream`` (goes quiet mid-stream), ``gated-stream`` (waits for
 ``gate`` before finishing), ``hold-stream`` (streams until the client goes away), ``no-usage``
-(an upstream that never reports token usage).
+(an upstream that never reports token usage). ``/embeddings`` knows ``error-500`` and
+``gated`` (answers once ``gate`` is set).
 
 A request for memgate's LLM extractor (``response_format`` is the ``memory_candidates`` JSON
 schema) is answered with ``extract_reply`` as the message content (the test decides the
@@ -165,6 +166,15 @@ class UpstreamStub:
             )
         elif path.endswith("/embeddings"):
             data = json.loads(body)
+            if data.get("model") == "error-500":
+                await _json(
+                    send,
+                    500,
+                    {"error": {"message": "boom", "type": "server_error", "param": None}},
+                )
+                return
+            if data.get("model") == "gated":
+                await asyncio.to_thread(self.state.gate.wait, 10.0)
             inputs = data["input"] if isinstance(data["input"], list) else [data["input"]]
             await _json(
                 send,

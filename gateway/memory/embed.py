@@ -10,14 +10,15 @@ so vectors never mix.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 from typing import Any, Protocol
 
-import httpx
 import numpy as np
 
 from gateway.config import Settings
+from gateway.upstream import Upstream
 
 
 class Embedder(Protocol):
@@ -93,38 +94,34 @@ class LocalEmbedder:
         await self.embed(["warm up", "预热"])
 
 
+class UpstreamEmbeddingsError(Exception):
+    """The upstream answered ``/v1/embeddings`` with an error status."""
+
+
 class UpstreamEmbedder:
-    """The upstream's ``/v1/embeddings``; the client is built lazily on first use."""
+    """The upstream's ``/v1/embeddings``, through the gateway's one upstream client (its
+    timeouts, connection pool and error mapping); whoever made that client closes it."""
 
     paid = True
 
-    def __init__(self, settings: Settings, api_key: str | None = None) -> None:
-        self._settings = settings
-        self._api_key = api_key or settings.upstream_api_key
+    def __init__(self, settings: Settings, upstream: Upstream) -> None:
+        self._upstream = upstream
+        self._api_key = settings.upstream_api_key
         self.model = settings.embeddings_model
         self.model_id = "up-" + re.sub(r"[^a-z0-9]+", "-", self.model.lower()).strip("-")
         self._dims: int | None = None
-        self._client: httpx.AsyncClient | None = None
 
     @property
     def dims(self) -> int | None:
         return self._dims
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    self._settings.read_timeout, connect=self._settings.connect_timeout
-                )
-            )
-        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        resp = await self._client.post(
-            self._settings.upstream_url.rstrip("/") + "/embeddings",
-            json={"model": self.model, "input": texts},
-            headers=headers,
+        status, payload = await self._upstream.post_json(
+            "embeddings", {"model": self.model, "input": texts}, api_key=self._api_key
         )
-        resp.raise_for_status()
-        rows = sorted(resp.json()["data"], key=lambda row: row["index"])
+        if not 200 <= status < 300:
+            raise UpstreamEmbeddingsError(f"The upstream answered /embeddings with {status}.")
+        rows = sorted(json.loads(payload)["data"], key=lambda row: row["index"])
         vectors = _normalise(np.array([row["embedding"] for row in rows], dtype=np.float32))
         self._dims = int(vectors.shape[1])
         return vectors
@@ -135,16 +132,14 @@ class UpstreamEmbedder:
     async def warm_up(self) -> None:
         return None
 
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
 
-
-def make_embedder(settings: Settings) -> LocalEmbedder | UpstreamEmbedder:
+def make_embedder(settings: Settings, upstream: Upstream) -> LocalEmbedder | UpstreamEmbedder:
+    """The embedder ``MEMGATE_EMBEDDINGS`` names; ``upstream`` is the client an upstream
+    embedder calls through (the caller's to close)."""
     if settings.embeddings == "local":
         return LocalEmbedder()
     if settings.embeddings == "upstream":
-        return UpstreamEmbedder(settings)
+        return UpstreamEmbedder(settings, upstream)
     raise SystemExit(
         f"memgate: bad MEMGATE_EMBEDDINGS {settings.embeddings!r}: use 'local' or 'upstream'"
     )

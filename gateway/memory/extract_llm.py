@@ -340,24 +340,20 @@ class LlmExtractor:
 
     async def ask(self, text: str, policy: Policy) -> list[LlmCandidate]:
         """One extraction call; every failure comes out as ``ExtractorFailure``."""
-        body = json.dumps(build_request(text, policy, self.model), ensure_ascii=False).encode()
-        headers = [("content-type", "application/json"), ("accept", "application/json")]
-        if self.api_key:
-            headers.append(("authorization", f"Bearer {self.api_key}"))
+        request = build_request(text, policy, self.model)
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self.upstream.send(
-                    "POST", self.upstream.url("chat/completions"), headers, body, stream=False
+                status, payload = await self.upstream.post_json(
+                    "chat/completions", request, api_key=self.api_key
                 )
-                payload = await self.upstream.read(response)
         except TimeoutError:
             raise ExtractorFailure("upstream_error", "TimeoutError") from None
         except UpstreamError as exc:
             raise ExtractorFailure("upstream_error", type(exc).__name__) from None
-        if response.status_code in (401, 403):
-            raise ExtractorFailure("unauthorized", str(response.status_code))
-        if response.status_code != 200:
-            raise ExtractorFailure("upstream_error", str(response.status_code))
+        if status in (401, 403):
+            raise ExtractorFailure("unauthorized", str(status))
+        if status != 200:
+            raise ExtractorFailure("upstream_error", str(status))
         return parse_reply(payload)
 
     def _fell_back(self, failure: ExtractorFailure) -> None:
