@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -79,15 +77,6 @@ class EvalAwareClock:
 def set_eval_now(when: datetime) -> None:
     """Simulated time for the rest of the current request (its context)."""
     _EVAL_NOW.set(when.astimezone(UTC))
-
-
-@contextmanager
-def eval_now(when: datetime) -> Iterator[None]:
-    token = _EVAL_NOW.set(when.astimezone(UTC))
-    try:
-        yield
-    finally:
-        _EVAL_NOW.reset(token)
 
 
 def to_iso(when: datetime | None) -> str | None:

@@ -81,22 +81,6 @@ class MemoryPipeline(Protocol):
         ...
 
 
-class NoMemory:
-    """Forwards every request unchanged: the pipeline when memory is not wired in."""
-
-    async def prepare(
-        self,
-        identity: Identity,
-        body: dict[str, Any],
-        raw: bytes,
-        inject_into: Injector = inject.insert,
-    ) -> Prepared:
-        return Prepared(content=raw)
-
-    def finish(self, exchange: Exchange) -> None:
-        return None
-
-
 class _NoTurn(TimeoutError):
     """Recall's budget passed while it waited for a turn."""
 
