@@ -313,13 +313,16 @@ class Recaller:
         runs it while the query is embedded, then the vector search the moment the vector
         exists. The replies are read afterwards."""
         store = self.store
-        expr = store.recall_filter(
-            ident.tenant,
-            ident.user,
-            project_id=ident.project_id,
-            task=ident.task,
-            now_ts=now.timestamp(),
-            applies="relevant",
+        # rendered once: both searches use it, and rendering is not free
+        expr = str(
+            store.recall_filter(
+                ident.tenant,
+                ident.user,
+                project_id=ident.project_id,
+                task=ident.task,
+                now_ts=now.timestamp(),
+                applies="relevant",
+            )
         )
         spec = self.policy.recall
         # A secret the user typed means nothing to recall, and a query is a Redis command
@@ -480,7 +483,7 @@ class Recaller:
                     cand.reason = "limit"
                     continue
                 line = inject.line_for(cand.memory)
-                cost = tokens.count(line, model) + 1
+                cost = tokens.count_recurring(line, model) + 1
                 if used + cost > spec.token_budget:
                     cand.reason = "budget"
                     continue
