@@ -10,6 +10,7 @@ import re
 
 import httpx
 import openai
+import pytest
 import structlog
 
 from gateway.memory import tokens
@@ -153,3 +154,12 @@ def test_dry_run_injects_nothing_so_counts_no_injected_tokens(
             assert metric(gateway, "memgate_injected_tokens_total") == 0
     assert injected, "the memory was not injected in mode on"
     assert metric(gateway, "memgate_injected_tokens_total", model="gpt-acct") > 0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "text", ["- Always answer in English", "- 以后都用中文回答我，代码注释也用中文"]
+)
+def test_a_recurring_line_is_counted_like_any_text(text: str) -> None:
+    assert tokens.count_recurring(text, "gpt-4o-mini") == tokens.count(text, "gpt-4o-mini") > 0
+    assert tokens.count_recurring(text, "gpt-4o-mini") == tokens.count(text, "gpt-4o-mini")

@@ -21,6 +21,7 @@ from gateway.memory.inject import FACTS, STANDING, render
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
 from gateway.memory.policy import Policy, derive_applies, load_policy, topics_of
+from gateway.memory.recall import LARGE_USER, Recaller
 from gateway.memory.scenario_eval import Runner, load_scenarios, tally
 from gateway.storage.store import Store
 from tests.conftest import Gateway
@@ -290,6 +291,31 @@ async def test_a_candidate_proposes_how_it_applies_and_the_user_may_change_it(
     assert cand["applies"] == "always"
     outcome = await queue.confirm(ident, cand["id"], service, {"applies": "relevant"})
     assert outcome.memory.applies == "relevant"
+
+
+async def test_a_large_users_topical_memories_are_found_by_words_and_meaning(
+    service: Memories, policy: Policy
+) -> None:
+    ident = Identity(f"large{time.time_ns()}", "carol", None, "on", "tr_large")
+    allergy = (
+        await service.create(ident, content="I'm allergic to peanuts", type="profile")
+    ).memory
+    recaller = Recaller(service.store, service.embedder, policy, service.clock)
+    dinner = {"messages": [{"role": "user", "content": "Plan a dinner menu for six people"}]}
+    small = await recaller.recall(ident, dinner)
+    assert [m.id for m in small.injected] == [allergy.id]
+    assert "topics" in small.searches  # the keyword search also matched by topic
+    # Past the large-user size (the kept counts only grow), a shared topic no longer finds
+    # memories by itself: it would select thousands with nothing to order them by.
+    await service.store.count_memories_written(
+        ident.tenant, ident.user, LARGE_USER, topical=LARGE_USER
+    )
+    # (a fresh recaller: one that has seen the user plans its searches on the last count)
+    recaller = Recaller(service.store, service.embedder, policy, service.clock)
+    large = await recaller.recall(ident, dinner)
+    assert "topics" not in large.searches and "vector" in large.searches
+    # the vector search still finds it, and the shared topic still makes it relevant
+    assert [m.id for m in large.injected] == [allergy.id]
 
 
 async def test_memories_from_before_applies_are_settled(service: Memories, policy: Policy) -> None:

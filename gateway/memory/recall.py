@@ -31,7 +31,10 @@ from gateway.memory.textsearch import search_text
 from gateway.memory.textsearch import tokens as text_tokens
 from gateway.storage.store import Hit, Store, merge_hits
 
-LARGE_USER = 3000  # memories; above it the vector search walks HNSW in batches (measured)
+# Memories of one user above which recall switches to its large-user searches: the vector
+# search walks HNSW in batches, and the keyword search leaves out the topic clause (see
+# ``Recaller._search``). ``memgate bench recall`` times both sides of it.
+LARGE_USER = 3000
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
@@ -99,10 +102,11 @@ class _Searches:
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
     embedded_at: float
+    topic_clause: bool  # whether the keyword search also found memories by topic
 
     @property
     def names(self) -> list[str]:
-        return ["keywords", *(["topics"] if self.memory_topics else []), "vector"]
+        return ["keywords", *(["topics"] if self.topic_clause else []), "vector"]
 
     def cancel(self) -> None:
         _abandon(self.keywords)
@@ -290,13 +294,16 @@ class Recaller:
         runs it while the query is embedded, then the vector search the moment the vector
         exists. The replies are read afterwards."""
         store = self.store
-        expr = store.recall_filter(
-            ident.tenant,
-            ident.user,
-            project_id=ident.project_id,
-            task=ident.task,
-            now_ts=now.timestamp(),
-            applies="relevant",
+        # rendered once: both searches use it, and rendering is not free
+        expr = str(
+            store.recall_filter(
+                ident.tenant,
+                ident.user,
+                project_id=ident.project_id,
+                task=ident.task,
+                now_ts=now.timestamp(),
+                applies="relevant",
+            )
         )
         spec = self.policy.recall
         # A secret the user typed means nothing to recall, and a query is a Redis command
@@ -306,8 +313,14 @@ class Recaller:
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
+        large = plan.count > LARGE_USER
+        # For a large user a topic the request shares selects thousands of memories that the
+        # tag match gives no order: Redis would score every one of them to hand back an
+        # arbitrary few. There, topical memories are found by their words and their meaning
+        # (the vector search), and a shared topic still counts towards relevance.
+        by_topic = [] if large else memory_topics
         keywords = asyncio.ensure_future(
-            store.text_hits(expr, words, pool, topics=memory_topics, load=True)
+            store.text_hits(expr, words, pool, topics=by_topic, load=True)
         )
         try:
             await store.sent()  # before a local embedder holds the loop
@@ -315,7 +328,6 @@ class Recaller:
         except BaseException:
             _abandon(keywords)
             raise
-        large = plan.count > LARGE_USER
         return _Searches(
             keywords,
             asyncio.ensure_future(store.vector_hits(expr, vector, pool, large=large, load=True)),
@@ -323,6 +335,7 @@ class Recaller:
             frozenset(memory_topics),
             frozenset(words.split()),
             self.clock.monotonic(),
+            bool(by_topic),
         )
 
     async def _gather(self, searches: _Searches) -> list[Hit]:
@@ -451,7 +464,7 @@ class Recaller:
                     cand.reason = "limit"
                     continue
                 line = inject.line_for(cand.memory)
-                cost = tokens.count(line, model) + 1
+                cost = tokens.count_recurring(line, model) + 1
                 if used + cost > spec.token_budget:
                     cand.reason = "budget"
                     continue

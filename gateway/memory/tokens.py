@@ -71,6 +71,7 @@ def prepare_cache(cache_dir: Path) -> set[str]:
             tmp.replace(target)
         _available.add(name)
     encoding_for.cache_clear()
+    count_recurring.cache_clear()
     return set(_available)
 
 
@@ -87,6 +88,13 @@ def encoding_for(model: str) -> tiktoken.Encoding:
 
 def count(text: str, model: str) -> int:
     return len(encoding_for(model).encode(text, disallowed_special=()))
+
+
+@lru_cache(maxsize=4096)
+def count_recurring(text: str, model: str) -> int:
+    """``count`` for texts that come back request after request (a memory's line, in every
+    recall of its owner); the cache is bounded, least recently used dropped first."""
+    return count(text, model)
 
 
 # Per message and per reply framing, as OpenAI's chat format adds them (an estimate: tools,

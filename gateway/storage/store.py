@@ -622,7 +622,7 @@ class Store:
 
     async def text_hits(
         self,
-        expr: FilterExpression,
+        expr: FilterExpression | str,
         query_text: str,
         pool: int,
         *,
@@ -669,7 +669,7 @@ class Store:
 
     async def vector_hits(
         self,
-        expr: FilterExpression,
+        expr: FilterExpression | str,
         vector: np.ndarray,
         pool: int,
         *,
