@@ -301,7 +301,7 @@ async def test_a_large_users_topical_memories_are_found_by_words_and_meaning(
         await service.create(ident, content="I'm allergic to peanuts", type="profile")
     ).memory
     recaller = Recaller(service.store, service.embedder, policy, service.clock)
-    dinner = {"messages": [{"role": "user", "content": "Plan a dinner menu for six people"}]}
+    dinner = "Plan a dinner menu for six people"
     small = await recaller.recall(ident, dinner)
     assert [m.id for m in small.injected] == [allergy.id]
     assert "topics" in small.searches  # the keyword search also matched by topic
