@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 import structlog
 from litestar import Litestar, Request, Response, get
-from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.plugins.jinja import JinjaTemplateEngine
@@ -25,7 +25,8 @@ from gateway.http import api_docs
 from gateway.http.admin import ROUTER as ADMIN_ROUTER
 from gateway.http.memory_api import ROUTES as MEMORY_ROUTES
 from gateway.http.proxy import chat_completions, passthrough, responses_create
-from gateway.memory.access import AdminThrottle, trusted_networks
+from gateway.http.services import Services
+from gateway.memory.access import AdminThrottle, Gatekeeper, trusted_networks
 from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.embed import Embedder, make_embedder
@@ -66,25 +67,35 @@ def _http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     )
 
 
-def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    if backend_unavailable(exc):
-        log.warning("memory_backend_unavailable", path=request.url.path, error=type(exc).__name__)
-        request.app.state.metrics.backend_errors.labels("redis").inc()
-        down = BackendUnavailable(
-            "The memory backend is unavailable; try again shortly. Chat completions still "
-            "work (without memories)."
+def _unexpected(metrics: Metrics) -> Callable[[Request[Any, Any, Any], Exception], Response[Any]]:
+    """The handler of every other exception: a Redis outage is a 503 (and counted), anything
+    else a 500 without details."""
+
+    def handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+        if backend_unavailable(exc):
+            log.warning(
+                "memory_backend_unavailable", path=request.url.path, error=type(exc).__name__
+            )
+            metrics.backend_errors.labels("redis").inc()
+            down = BackendUnavailable(
+                "The memory backend is unavailable; try again shortly. Chat completions still "
+                "work (without memories)."
+            )
+            return Response(
+                down.to_body(), status_code=down.status_code, headers={"retry-after": "1"}
+            )
+        log.error("unhandled_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
+        return Response(
+            error_body(
+                "memgate hit an internal error; the request was not completed.",
+                "server_error",
+                None,
+                "internal_error",
+            ),
+            status_code=500,
         )
-        return Response(down.to_body(), status_code=down.status_code, headers={"retry-after": "1"})
-    log.error("unhandled_error", path=request.url.path, error=type(exc).__name__, exc_info=exc)
-    return Response(
-        error_body(
-            "memgate hit an internal error; the request was not completed.",
-            "server_error",
-            None,
-            "internal_error",
-        ),
-        status_code=500,
-    )
+
+    return handler
 
 
 _NO_STORE = {"cache-control": "no-store"}
@@ -98,12 +109,12 @@ async def healthz() -> Response[dict[str, str]]:
 
 
 @get("/readyz", include_in_schema=False)
-async def readyz(state: State) -> Response[dict[str, Any]]:
+async def readyz(services: NamedDependency[Services]) -> Response[dict[str, Any]]:
     """Readiness: Redis and the memory index answer within a second (a probe's own timeout
     must not be reached by a hung Redis); 503 with the reason otherwise."""
-    report = await state.store.readiness(within=1.0)
+    report = await services.store.readiness(within=1.0)
     ok = bool(report.get("redis")) and bool(report.get("index"))
-    report["mining_buffered"] = state.background.buffered if "background" in state else 0
+    report["mining_buffered"] = services.background.buffered
     return Response(
         {"status": "ok" if ok else "unavailable", **report},
         status_code=200 if ok else 503,
@@ -138,8 +149,8 @@ def _log_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
 
 
 @get("/metrics", include_in_schema=False)
-async def metrics_endpoint(state: State) -> Response[bytes]:
-    payload, content_type = state.metrics.render()
+async def metrics_endpoint(services: NamedDependency[Services]) -> Response[bytes]:
+    payload, content_type = services.metrics.render()
     return Response(payload, media_type=content_type)
 
 
@@ -233,9 +244,19 @@ def create_app(
     # when the app stops.
     upstream = Upstream(settings)
     the_embedder = embedder or make_embedder(settings, upstream)
+    admin_logins = AdminThrottle()
+    trusted_proxies = trusted_networks(settings.trusted_proxies)
+    opened: Services | None = None
+
+    def provide_services() -> Services:
+        """Handlers' ``services`` parameter: what the lifespan opened (requests are served
+        only once it has)."""
+        assert opened is not None
+        return opened
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        nonlocal opened
         store = Store(
             redis_url,
             max_connections=settings.redis_max_connections,
@@ -250,7 +271,6 @@ def create_app(
             else None
         )
         background = Background(metrics)
-        app.state.background = background
         try:
             await store.check_query_engine()
             await the_embedder.warm_up()
@@ -259,10 +279,6 @@ def create_app(
             if the_embedder.dims is not None:
                 await memories.ready()
                 carrying = loop.create_task(keep_carrying_over(memories))
-            app.state.store = store
-            app.state.keyring = Keyring(store, the_clock)
-            app.state.upstream = upstream
-            app.state.memories = memories
             queue = CandidateQueue(
                 store,
                 the_policy,
@@ -271,7 +287,6 @@ def create_app(
                 extractor=make_extractor(settings, upstream, metrics=metrics),
             )
             await queue.ensure_group()
-            app.state.candidates = queue
             flow = memory or MemoryFlow(
                 Recaller(store, the_embedder, the_policy, the_clock),
                 store,
@@ -283,7 +298,25 @@ def create_app(
                 background=background,
                 max_concurrent=settings.recall_concurrency,
             )
-            app.state.memory = flow
+            opened = Services(
+                settings=settings,
+                clock=the_clock,
+                metrics=metrics,
+                policy=the_policy,
+                gate=Gatekeeper(
+                    settings,
+                    the_clock,
+                    Keyring(store, the_clock),
+                    throttle=admin_logins,
+                    trusted_proxies=trusted_proxies,
+                ),
+                store=store,
+                memories=memories,
+                candidates=queue,
+                memory=flow,
+                upstream=upstream,
+                background=background,
+            )
             sampler = loop.create_task(
                 _sample_gauges(store, metrics, the_clock, settings.metrics_sample_seconds)
             )
@@ -305,16 +338,6 @@ def create_app(
 
     prepare_cache(settings.data_path / "tiktoken")
     metrics = Metrics(__version__, models=settings.metrics_model_list)
-    state = State(
-        {
-            "settings": settings,
-            "clock": the_clock,
-            "metrics": metrics,
-            "policy": the_policy,
-            "admin_logins": AdminThrottle(),
-            "trusted_proxies": trusted_networks(settings.trusted_proxies),
-        }
-    )
     return Litestar(
         route_handlers=[
             chat_completions,
@@ -330,11 +353,11 @@ def create_app(
         on_startup=[api_docs.install],
         template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(_templates())),
         lifespan=[lifespan],
-        state=state,
+        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers={
             MemgateError: _memgate_error,
             HTTPException: _http_error,
-            Exception: _unexpected,
+            Exception: _unexpected(metrics),
         },
         openapi_config=OpenAPIConfig(
             title="memgate",

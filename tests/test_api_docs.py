@@ -3,6 +3,7 @@ headless Chromium with every request outside the gateway refused."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -112,6 +113,23 @@ def test_header_parameters_and_security_scheme(gateway: Gateway) -> None:
         for method, operation in item.items():
             names = [p["name"].lower() for p in operation.get("parameters", [])]
             assert len(names) == len(set(names)), (path, method, names)
+
+
+def test_only_what_a_caller_sends_is_a_parameter(gateway: Gateway) -> None:
+    # What handlers get injected (``services``) never shows up as a query parameter.
+    document = spec(gateway)
+    filters = {
+        ("get", "/v1/memories"): {"project_id", "status", "type"},
+        ("delete", "/v1/memories"): {"project_id", "all"},
+    }
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            params = operation.get("parameters", [])
+            in_path = {p["name"] for p in params if p["in"] == "path"}
+            in_query = {p["name"] for p in params if p["in"] == "query"}
+            assert {f"{{{name}}}" for name in in_path} == set(re.findall(r"{\w+}", path))
+            assert in_query == filters.get((method, path), set()), (method, path)
+            assert {p["in"] for p in params} <= {"path", "query", "header"}
 
 
 @pytest.fixture(scope="module")

@@ -90,3 +90,21 @@ def test_the_package_does_not_import_the_benchmarks() -> None:
         if module != "gateway.cli" and any(n.split(".")[0] == "benchmarks" for n in names)
     ]
     assert offenders == []
+
+
+def test_collaborators_are_injected_not_read_from_app_state() -> None:
+    # Handlers declare ``services: NamedDependency[Services]`` (typed, checked by mypy); the
+    # app's ``State`` holds nothing of memgate's, so neither it nor ``app.state`` is used.
+    users_of_state = [m for m, names in MODULES.items() if "litestar.datastructures.State" in names]
+    reads = [
+        f"{_module_name(path)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "state"
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "app")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "app")
+        )
+    ]
+    assert (users_of_state, reads) == ([], [])

@@ -22,7 +22,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 from litestar import Request, Response, Router, get, post
-from litestar.datastructures import Cookie, State
+from litestar.datastructures import Cookie
+from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
@@ -44,8 +45,8 @@ from gateway.http.admin_text import (
     pick_lang,
     translations,
 )
+from gateway.http.services import Services
 from gateway.memory import identity as identity_mod
-from gateway.memory.access import check_admin_token
 from gateway.memory.identity import Identity
 from gateway.memory.policy import LEVELS
 from gateway.memory.records import Memory
@@ -94,24 +95,38 @@ def _digest(session: str) -> str:
     return hashlib.sha256(session.encode()).hexdigest()
 
 
-async def _session(request: Request[Any, Any, State]) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """A live admin session and the CSRF token its forms carry."""
+
+    id: str
+    csrf: str
+
+
+# Where the session found for a request is kept for the page it renders (error pages too,
+# which litestar's exception handlers render without the handler's parameters).
+_SESSION_KEY = "memgate_admin_session"
+
+
+async def _session(request: Request[Any, Any, Any], services: Services) -> _Session | None:
     """The live session of this request's cookie, or None (no token configured, no cookie,
     unknown, expired or signed out). Remembered on the request for the page it renders."""
-    state = request.app.state
     value = request.cookies.get(SESSION_COOKIE, "")
+    token = services.settings.admin_token
     found = None
-    if state.settings.admin_token and 0 < len(value) <= 128:
-        if await state.store.admin_session_exists(_digest(value)):
-            found = value
-    request.state.admin_session = found
+    if token and 0 < len(value) <= 128:
+        if await services.store.admin_session_exists(_digest(value)):
+            found = _Session(value, _sign(token, "csrf:" + value))
+    request.state[_SESSION_KEY] = found
     return found
 
 
-def _csrf(request: Request[Any, Any, State], session: str) -> str:
-    return _sign(request.app.state.settings.admin_token, "csrf:" + session)
+def _remembered_session(request: Request[Any, Any, Any]) -> _Session | None:
+    found = request.state.get(_SESSION_KEY)
+    return found if isinstance(found, _Session) else None
 
 
-def _lang(request: Request[Any, Any, State]) -> str:
+def _lang(request: Request[Any, Any, Any]) -> str:
     asked = request.query_params.get("lang")
     if asked in LANGS:
         return str(asked)
@@ -119,10 +134,10 @@ def _lang(request: Request[Any, Any, State]) -> str:
 
 
 def _page(
-    request: Request[Any, Any, State], name: str, status: int = 200, **context: Any
+    request: Request[Any, Any, Any], name: str, status: int = 200, **context: Any
 ) -> Template:
     lang = _lang(request)
-    session: str | None = getattr(request.state, "admin_session", None)
+    session = _remembered_session(request)
     words = translations(lang)
     template = Template(
         template_name=f"admin/{name}.html",
@@ -132,7 +147,7 @@ def _page(
             "lang": lang,
             "path": request.url.path,
             "signed_in": session is not None,
-            "csrf": _csrf(request, session) if session else "",
+            "csrf": session.csrf if session else "",
             "fmt": _fmt,
             "day": _day,
             **context,
@@ -210,27 +225,27 @@ def _page_link(params: dict[str, str], page: int) -> str:
     return "?" + urlencode({**kept, "page": page})
 
 
-async def _tenant_labels(state: State) -> dict[str, str]:
+async def _tenant_labels(services: Services) -> dict[str, str]:
     """Each tenant's name: the labels of the gateway keys mapped to it."""
     names: dict[str, list[str]] = {}
-    for key in await state.keyring.list():
+    for key in await services.gate.keyring.list():
         names.setdefault(key.tenant, []).append(key.label)
     return {tenant: ", ".join(sorted(set(labels))) for tenant, labels in names.items()}
 
 
-async def _form(request: Request[Any, Any, State]) -> dict[str, str]:
+async def _form(request: Request[Any, Any, Any], services: Services) -> dict[str, str]:
     """The posted form, after checking the session and its CSRF token."""
-    session = await _session(request)
+    session = await _session(request, services)
     if session is None:
         raise Unauthorized("Sign in to the admin page again.", code="admin_signed_out")
     form = await request.form()
     values = {k: v for k, v in form.items() if isinstance(v, str)}
-    if not hmac.compare_digest(values.get("csrf", ""), _csrf(request, session)):
+    if not hmac.compare_digest(values.get("csrf", ""), session.csrf):
         raise BadRequest("The form expired; reload the page and try again.", code="csrf")
     return values
 
 
-def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Response[Any]:
+def _memgate_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, MemgateError)
     if isinstance(exc, Unauthorized):
         return Redirect("/admin", status_code=303)
@@ -249,8 +264,8 @@ def _memgate_error(request: Request[Any, Any, State], exc: Exception) -> Respons
 
 @get("/")
 async def home(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromQuery[str | None] = None,
     q: FromQuery[str | None] = None,
     page: FromQuery[str | None] = None,
@@ -259,10 +274,10 @@ async def home(
 ) -> Template:
     """Tenants and users, searched by tenant id or name (exactly, via ``tenant``, or a part
     of it via ``q``) and by user, a page at a time."""
-    if await _session(request) is None:
-        return _page(request, "login", configured=bool(state.settings.admin_token))
-    labels = await _tenant_labels(state)
-    owners = await state.memories.owners()
+    if await _session(request, services) is None:
+        return _page(request, "login", configured=bool(services.settings.admin_token))
+    labels = await _tenant_labels(services)
+    owners = await services.memories.owners()
     if tenant:
         owners = [o for o in owners if o["tenant"] == tenant]
     needle = (q or "").strip().casefold()
@@ -288,18 +303,20 @@ async def home(
 
 
 @post("/login", status_code=303)
-async def login(request: Request[Any, Any, State], state: State) -> Response[Any]:
-    token = state.settings.admin_token
+async def login(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Response[Any]:
+    token = services.settings.admin_token
     given = (await request.form()).get("token", "")
     try:
-        check_admin_token(request, given if isinstance(given, str) else None)
+        services.gate.check_admin_token(request, given if isinstance(given, str) else None)
     except TooManyAttempts as exc:
         wait = exc.extra["retry_after"]
         return _page(request, "login", status=429, configured=bool(token), locked=wait)
     except Unauthorized:
         return _page(request, "login", status=401, configured=bool(token), failed=True)
     value = secrets.token_urlsafe(32)
-    await state.store.put_admin_session(_digest(value), SESSION_SECONDS)
+    await services.store.put_admin_session(_digest(value), SESSION_SECONDS)
     return Redirect(
         "/admin",
         status_code=303,
@@ -318,9 +335,11 @@ async def login(request: Request[Any, Any, State], state: State) -> Response[Any
 
 
 @post("/logout", status_code=303)
-async def logout(request: Request[Any, Any, State], state: State) -> Response[Any]:
-    await _form(request)
-    await state.store.delete_admin_session(_digest(request.cookies[SESSION_COOKIE]))
+async def logout(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Response[Any]:
+    await _form(request, services)
+    await services.store.delete_admin_session(_digest(request.cookies[SESSION_COOKIE]))
     return Redirect(
         "/admin",
         status_code=303,
@@ -342,15 +361,17 @@ async def logout(request: Request[Any, Any, State], state: State) -> Response[An
 _USER = "/users/{tenant:str}/{user:str}"
 
 
-async def _signed_in_as(request: Request[Any, Any, State], tenant: str, user: str) -> Identity:
-    if await _session(request) is None:
+async def _signed_in_as(
+    request: Request[Any, Any, Any], services: Services, tenant: str, user: str
+) -> Identity:
+    if await _session(request, services) is None:
         raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
     return identity_mod.for_admin(tenant, user)
 
 
 async def _user_view(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: Services,
     ident: Identity,
     view: dict[str, str],
     *,
@@ -360,12 +381,12 @@ async def _user_view(
 ) -> Template:
     """The user page for ``view`` (filters and page); ``refused`` re-shows an edit the write
     gate refused, with the text as typed and the reasons."""
-    everything = await state.memories.list(ident)
-    candidates = await state.candidates.list(ident)
-    traces = await state.store.recent_traces(ident.tenant, ident.user)
-    days = days_ending(state.clock.now(), CHART_DAYS)
-    per_day = await state.store.daily_recall(ident.tenant, ident.user, days)
-    settings = await state.store.has_settings(ident.tenant, ident.user)
+    everything = await services.memories.list(ident)
+    candidates = await services.candidates.list(ident)
+    traces = await services.store.recent_traces(ident.tenant, ident.user)
+    days = days_ending(services.clock.now(), CHART_DAYS)
+    per_day = await services.store.daily_recall(ident.tenant, ident.user, days)
+    settings = await services.store.has_settings(ident.tenant, ident.user)
     known = everything or candidates or traces or settings or any(per_day.values())
     if not known:
         return _page(
@@ -389,7 +410,7 @@ async def _user_view(
     if refused is not None and all(m.id != refused["id"] for m in shown):
         shown.insert(0, next(m for m in everything if m.id == refused["id"]))
     params = {k: view.get(k, "") for k in _VIEW_PARAMS}
-    labels = await _tenant_labels(state)
+    labels = await _tenant_labels(services)
     return _page(
         request,
         "user",
@@ -406,11 +427,11 @@ async def _user_view(
         project_filter=project_filter,
         q=view.get("q", ""),
         candidates=candidates,
-        paused=await state.store.is_recall_paused(ident.tenant, ident.user),
+        paused=await services.store.is_recall_paused(ident.tenant, ident.user),
         traces=traces,
         chart=daily_chart(per_day),
         chart_days=CHART_DAYS,
-        types=sorted(state.policy.types),
+        types=sorted(services.policy.types),
         done=done if done in _DONE else None,
         refused=refused,
     )
@@ -418,15 +439,15 @@ async def _user_view(
 
 @get(_USER)
 async def user_page(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     done: FromQuery[str | None] = None,
 ) -> Template:
-    ident = await _signed_in_as(request, tenant, user)
+    ident = await _signed_in_as(request, services, tenant, user)
     view = {k: str(request.query_params.get(k) or "") for k in _VIEW_PARAMS}
-    return await _user_view(request, state, ident, view, done=done)
+    return await _user_view(request, services, ident, view, done=done)
 
 
 def _change_rows(changes: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
@@ -458,32 +479,37 @@ def _shown(value: Any) -> str:
 
 @get(_USER + "/memories/{memory_id:str}")
 async def memory_page(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     memory_id: FromPath[str],
 ) -> Template:
-    ident = await _signed_in_as(request, tenant, user)
-    memory = await state.memories.get(ident, memory_id)
-    history = await state.store.history(ident.tenant, ident.user, memory_id)
+    ident = await _signed_in_as(request, services, tenant, user)
+    memory = await services.memories.get(ident, memory_id)
+    history = await services.store.history(ident.tenant, ident.user, memory_id)
     for entry in history:
         entry["rows"] = _change_rows(entry.get("changes") or {})
     return _page(
-        request, "memory", ident=ident, m=memory, history=history, types=sorted(state.policy.types)
+        request,
+        "memory",
+        ident=ident,
+        m=memory,
+        history=history,
+        types=sorted(services.policy.types),
     )
 
 
 @get(_USER + "/traces/{trace_id:str}")
 async def trace_page(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     trace_id: FromPath[str],
 ) -> Template:
-    ident = await _signed_in_as(request, tenant, user)
-    trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
+    ident = await _signed_in_as(request, services, tenant, user)
+    trace = await services.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         return _page(
             request,
@@ -496,8 +522,8 @@ async def trace_page(
         )
     candidates = trace.get("candidates") or []
     ids = [cand["id"] for cand in candidates]
-    found = await state.store.load_memories(
-        [state.store.memory_key(ident.tenant, ident.user, i) for i in ids]
+    found = await services.store.load_memories(
+        [services.store.memory_key(ident.tenant, ident.user, i) for i in ids]
     )
     by_id = {memory.id: memory.content for memory in found.values()}
     contents = {i: by_id.get(i, "") for i in ids}
@@ -507,14 +533,14 @@ async def trace_page(
         ident=ident,
         trace=trace,
         contents=contents,
-        chart=score_chart(candidates, state.policy),
+        chart=score_chart(candidates, services.policy),
         colours=SCORE_COLOURS,
-        relevance=state.policy.recall.relevance,
+        relevance=services.policy.recall.relevance,
     )
 
 
 def _explain(
-    reasons: list[str], form: dict[str, str], state: State, lang: str
+    reasons: list[str], form: dict[str, str], services: Services, lang: str
 ) -> list[dict[str, str]]:
     """Each rule that refused an edit and why, in the page's language."""
     words = translations(lang)
@@ -522,71 +548,71 @@ def _explain(
     for reason in reasons:
         why = words.gettext(GATE_REASONS.get(reason, reason))
         if reason == "invalid":
-            details = _invalid_details(form, state)
+            details = _invalid_details(form, services)
             if details:
                 why = "; ".join(words.gettext(INVALID_DETAILS[d]) for d in details)
-                why = why.format(limit=state.policy.limits.max_content_chars)
+                why = why.format(limit=services.policy.limits.max_content_chars)
         out.append({"rule": reason, "why": why})
     return out
 
 
-def _invalid_details(form: dict[str, str], state: State) -> list[str]:
+def _invalid_details(form: dict[str, str], services: Services) -> list[str]:
     found = []
     content = form.get("content", "")
     if not content.strip():
         found.append("empty")
-    if len(content.strip()) > state.policy.limits.max_content_chars:
+    if len(content.strip()) > services.policy.limits.max_content_chars:
         found.append("too_long")
-    if form.get("type") and form["type"] not in state.policy.types:
+    if form.get("type") and form["type"] not in services.policy.types:
         found.append("type")
     day = form.get("expires_on", "")
     if day:
         try:
-            if from_iso(f"{day}T23:59:59Z") <= state.clock.now():
+            if from_iso(f"{day}T23:59:59Z") <= services.clock.now():
                 found.append("expiry_past")
         except ValueError:
             found.append("expiry_format")
     return found
 
 
-def _storable(text: str, state: State) -> str:
+def _storable(text: str, services: Services) -> str:
     """``text`` with whatever the policy would not store taken out (the page may show an
     admin what they typed, but never a secret back)."""
-    sensitivity = state.policy.sensitivity
+    sensitivity = services.policy.sensitivity
     floor = next((lvl for lvl in LEVELS if not sensitivity.may_store(lvl)), None)
-    return redact(text, state.policy, min_level=floor) if floor else text
+    return redact(text, services.policy, min_level=floor) if floor else text
 
 
 @post(_USER + "/memories/{memory_id:str}/edit", status_code=303)
 async def edit_memory(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     memory_id: FromPath[str],
 ) -> Response[Any]:
-    ident = await _signed_in_as(request, tenant, user)
-    form = await _form(request)
-    memory = await state.memories.get(ident, memory_id)
+    ident = await _signed_in_as(request, services, tenant, user)
+    form = await _form(request, services)
+    memory = await services.memories.get(ident, memory_id)
     view = dict(parse_qsl(form.get("view", "")))
     view = {k: v for k, v in view.items() if k in _VIEW_PARAMS}
     try:
         changes = _edits(form, memory)
         if changes:
-            await state.memories.update(ident, memory_id, changes, actor="admin")
+            await services.memories.update(ident, memory_id, changes, actor="admin")
     except (WriteRefused, BadRequest) as exc:
         reasons = list(exc.extra.get("reasons") or ["invalid"])
         if isinstance(exc, BadRequest) and exc.param != "expires_on":
             raise
         refused = {
             "id": memory_id,
-            "content": _storable(form.get("content", ""), state),
+            "content": _storable(form.get("content", ""), services),
             "type": form.get("type") or memory.type,
             "applies": form.get("applies") or memory.applies,
             "expires_on": form.get("expires_on", ""),
-            "reasons": _explain(reasons, form, state, _lang(request)),
+            "reasons": _explain(reasons, form, services, _lang(request)),
         }
-        return await _user_view(request, state, ident, view, status=422, refused=refused)
+        return await _user_view(request, services, ident, view, status=422, refused=refused)
     target = _user_url(ident)
     return Redirect(
         target + "?" + urlencode({**{k: v for k, v in view.items() if v}, "done": "saved"}),
@@ -628,35 +654,38 @@ def _expiry_change(day: str, current: datetime | None) -> dict[str, Any]:
 
 @post(_USER + "/memories/{memory_id:str}/delete", status_code=303)
 async def delete_memory(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     memory_id: FromPath[str],
 ) -> Response[Any]:
     """Delete one memory: the first post shows it and asks for confirmation."""
-    ident = await _signed_in_as(request, tenant, user)
-    form = await _form(request)
-    memory = await state.memories.get(ident, memory_id)
+    ident = await _signed_in_as(request, services, tenant, user)
+    form = await _form(request, services)
+    memory = await services.memories.get(ident, memory_id)
     if form.get("confirm") != _CONFIRM:
         return _page(request, "confirm", ident=ident, memory=memory, count=1)
-    await state.memories.delete(ident, memory_id, actor="admin")
+    await services.memories.delete(ident, memory_id, actor="admin")
     return Redirect(_user_url(ident, "deleted"), status_code=303)
 
 
 @post(_USER + "/delete", status_code=303)
 async def delete_many(
-    request: Request[Any, Any, State], state: State, tenant: FromPath[str], user: FromPath[str]
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
+    tenant: FromPath[str],
+    user: FromPath[str],
 ) -> Response[Any]:
     """Delete a project's memories, or all of them: the first post asks for confirmation."""
-    ident = await _signed_in_as(request, tenant, user)
-    form = await _form(request)
+    ident = await _signed_in_as(request, services, tenant, user)
+    form = await _form(request, services)
     everything = form.get("all") == "true"
     project = None if everything else form.get("project_id", "")
     if project is not None:
         identity_mod.check_project_id(project, param="project_id")
     if form.get("confirm") != _CONFIRM:
-        affected = await state.memories.list(ident, project_id=project)
+        affected = await services.memories.list(ident, project_id=project)
         return _page(
             request,
             "confirm",
@@ -667,12 +696,12 @@ async def delete_many(
             count=len(affected),
             memory=None,
         )
-    await state.memories.delete_where(
+    await services.memories.delete_where(
         ident, project_id=project, everything=everything, actor="admin"
     )
-    await state.candidates.forget(ident, project_id=project)
+    await services.candidates.forget(ident, project_id=project)
     done = "deleted_all" if everything else "deleted_project"
-    if everything and not await _has_anything(state, ident):
+    if everything and not await _has_anything(services, ident):
         # Nothing left to show for this user: back to the list, with the notice.
         return Redirect(
             "/admin?" + urlencode({"tenant": ident.tenant, "done": done}), status_code=303
@@ -680,50 +709,53 @@ async def delete_many(
     return Redirect(_user_url(ident, done), status_code=303)
 
 
-async def _has_anything(state: State, ident: Identity) -> bool:
-    if await state.memories.list(ident) or await state.candidates.list(ident):
+async def _has_anything(services: Services, ident: Identity) -> bool:
+    if await services.memories.list(ident) or await services.candidates.list(ident):
         return True
-    if await state.store.recent_traces(ident.tenant, ident.user):
+    if await services.store.recent_traces(ident.tenant, ident.user):
         return True
-    return await state.store.has_settings(ident.tenant, ident.user)
+    return await services.store.has_settings(ident.tenant, ident.user)
 
 
 @post(_USER + "/recall", status_code=303)
 async def set_recall(
-    request: Request[Any, Any, State], state: State, tenant: FromPath[str], user: FromPath[str]
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
+    tenant: FromPath[str],
+    user: FromPath[str],
 ) -> Response[Any]:
-    ident = await _signed_in_as(request, tenant, user)
-    paused = (await _form(request)).get("paused") == "true"
-    await state.store.set_recall_paused(ident.tenant, ident.user, paused)
+    ident = await _signed_in_as(request, services, tenant, user)
+    paused = (await _form(request, services)).get("paused") == "true"
+    await services.store.set_recall_paused(ident.tenant, ident.user, paused)
     return Redirect(_user_url(ident, "paused" if paused else "resumed"), status_code=303)
 
 
 @post(_USER + "/candidates/{candidate_id:str}/confirm", status_code=303)
 async def confirm_candidate(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     candidate_id: FromPath[str],
 ) -> Response[Any]:
-    ident = await _signed_in_as(request, tenant, user)
-    form = await _form(request)
+    ident = await _signed_in_as(request, services, tenant, user)
+    form = await _form(request, services)
     edits = {k: form[k].strip() for k in ("content", "type", "applies") if form.get(k, "").strip()}
-    await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
+    await services.candidates.confirm(ident, candidate_id, services.memories, edits or None)
     return Redirect(_user_url(ident, "confirmed"), status_code=303)
 
 
 @post(_USER + "/candidates/{candidate_id:str}/reject", status_code=303)
 async def reject_candidate(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromPath[str],
     user: FromPath[str],
     candidate_id: FromPath[str],
 ) -> Response[Any]:
-    ident = await _signed_in_as(request, tenant, user)
-    await _form(request)
-    await state.candidates.reject(ident, candidate_id)
+    ident = await _signed_in_as(request, services, tenant, user)
+    await _form(request, services)
+    await services.candidates.reject(ident, candidate_id)
     return Redirect(_user_url(ident, "rejected"), status_code=303)
 
 
@@ -739,22 +771,22 @@ _KEY_FIELD_ERRORS = {
 }
 
 
-async def _signed_in(request: Request[Any, Any, State]) -> None:
-    if await _session(request) is None:
+async def _signed_in(request: Request[Any, Any, Any], services: Services) -> None:
+    if await _session(request, services) is None:
         raise Unauthorized("Sign in to the admin page.", code="admin_signed_out")
 
 
-async def _known_tenants(state: State) -> dict[str, str]:
+async def _known_tenants(services: Services) -> dict[str, str]:
     """Tenants a new key may join: those of existing keys and those with memories, each
     with its name (the labels of its keys; empty for a tenant without keys)."""
-    labels = await _tenant_labels(state)
-    tenants = {o["tenant"]: labels.get(o["tenant"], "") for o in await state.memories.owners()}
+    labels = await _tenant_labels(services)
+    tenants = {o["tenant"]: labels.get(o["tenant"], "") for o in await services.memories.owners()}
     return dict(sorted({**tenants, **labels}.items(), key=lambda kv: (kv[1] == "", kv[1], kv[0])))
 
 
 async def _keys_view(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: Services,
     *,
     status: int = 200,
     done: str | None = None,
@@ -762,13 +794,15 @@ async def _keys_view(
     label: str = "",
     tenant: str = "",
 ) -> Template:
-    keys = sorted(await state.keyring.list(), key=lambda k: (k.label.casefold(), k.created_at))
+    keys = sorted(
+        await services.gate.keyring.list(), key=lambda k: (k.label.casefold(), k.created_at)
+    )
     return _page(
         request,
         "keys",
         status=status,
         keys=keys,
-        tenants=await _known_tenants(state),
+        tenants=await _known_tenants(services),
         done=done if done in _KEYS_DONE else None,
         error=error,
         label=label,
@@ -778,36 +812,38 @@ async def _keys_view(
 
 @get("/keys")
 async def keys_page(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     tenant: FromQuery[str | None] = None,
     done: FromQuery[str | None] = None,
 ) -> Template:
     """The gateway keys, without their secrets, and the form that issues one."""
-    await _signed_in(request)
-    return await _keys_view(request, state, done=done, tenant=tenant or "")
+    await _signed_in(request, services)
+    return await _keys_view(request, services, done=done, tenant=tenant or "")
 
 
 def _secret_page(
-    request: Request[Any, Any, State], key: Any, secret: str, *, rotated: bool
+    request: Request[Any, Any, Any], key: Any, secret: str, *, rotated: bool
 ) -> Template:
     return _page(request, "key_secret", status=200, key=key, secret=secret, rotated=rotated)
 
 
 @post("/keys", status_code=200)
-async def create_key(request: Request[Any, Any, State], state: State) -> Template:
+async def create_key(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Template:
     """Issue a key; the answer is the only page that ever shows its secret."""
-    await _signed_in(request)
-    form = await _form(request)
+    await _signed_in(request, services)
+    form = await _form(request, services)
     label = form.get("label", "").strip()
     tenant = form.get("tenant", "")
     upstream_key = form.get("upstream_key", "").strip() or None
     words = translations(_lang(request))
-    if tenant and tenant not in await _known_tenants(state):
+    if tenant and tenant not in await _known_tenants(services):
         error = words.gettext(_KEY_FIELD_ERRORS["tenant"])
-        return await _keys_view(request, state, status=422, error=error, label=label)
+        return await _keys_view(request, services, status=422, error=error, label=label)
     try:
-        key, secret = await state.keyring.create(
+        key, secret = await services.gate.keyring.create(
             label, tenant=tenant or None, upstream_key=upstream_key
         )
     except BadRequest as exc:
@@ -815,14 +851,19 @@ async def create_key(request: Request[Any, Any, State], state: State) -> Templat
             raise
         error = words.gettext(_KEY_FIELD_ERRORS[exc.param])
         return await _keys_view(
-            request, state, status=422, error=error, label=_storable(label, state), tenant=tenant
+            request,
+            services,
+            status=422,
+            error=error,
+            label=_storable(label, services),
+            tenant=tenant,
         )
     log.info("gateway_key_created", key_id=key.id, tenant=key.tenant, actor="admin")
     return _secret_page(request, key, secret, rotated=False)
 
 
-async def _key(state: State, key_id: str) -> Any:
-    for key in await state.keyring.list():
+async def _key(services: Services, key_id: str) -> Any:
+    for key in await services.gate.keyring.list():
         if key.id == key_id:
             return key
     raise NotFound(f"No gateway key {key_id[:40]!r}.", param="id")
@@ -830,31 +871,31 @@ async def _key(state: State, key_id: str) -> Any:
 
 @post("/keys/{key_id:str}/rotate", status_code=200)
 async def rotate_key(
-    request: Request[Any, Any, State], state: State, key_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], key_id: FromPath[str]
 ) -> Template:
     """A new secret for the key, after a confirmation page; the old one stops working."""
-    await _signed_in(request)
-    form = await _form(request)
-    key = await _key(state, key_id)
+    await _signed_in(request, services)
+    form = await _form(request, services)
+    key = await _key(services, key_id)
     if form.get("confirm") != _CONFIRM:
         return _page(request, "key_confirm", key=key, action="rotate")
-    key, secret = await state.keyring.rotate(key.id)
+    key, secret = await services.gate.keyring.rotate(key.id)
     log.info("gateway_key_rotated", key_id=key.id, actor="admin")
     return _secret_page(request, key, secret, rotated=True)
 
 
 @post("/keys/{key_id:str}/revoke", status_code=303)
 async def revoke_key(
-    request: Request[Any, Any, State], state: State, key_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], key_id: FromPath[str]
 ) -> Response[Any]:
     """Revoke the key, after a confirmation page: its secret stops working at once."""
-    await _signed_in(request)
-    form = await _form(request)
-    key = await _key(state, key_id)
+    await _signed_in(request, services)
+    form = await _form(request, services)
+    key = await _key(services, key_id)
     if form.get("confirm") != _CONFIRM:
-        last = len(await state.keyring.list()) == 1
+        last = len(await services.gate.keyring.list()) == 1
         return _page(request, "key_confirm", key=key, action="revoke", last=last)
-    await state.keyring.revoke(key.id)
+    await services.gate.keyring.revoke(key.id)
     log.info("gateway_key_revoked", key_id=key.id, actor="admin")
     return Redirect("/admin/keys?done=revoked", status_code=303)
 

@@ -12,15 +12,15 @@ from typing import Any
 import msgspec
 import structlog
 from litestar import Request, Response, delete, get, patch, post
-from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery
 
 from gateway.clock import from_iso
 from gateway.errors import BadRequest, NotFound, Unauthorized, WriteRefused
+from gateway.http.services import Services
 from gateway.memory import identity as identity_mod
-from gateway.memory.access import admin_keyring, authorize
 from gateway.memory.identity import Identity
-from gateway.memory.memories import Memories, WriteOutcome
+from gateway.memory.memories import WriteOutcome
 from gateway.memory.records import Memory
 from gateway.observability.metrics import UNUSED_AFTER_DAYS
 
@@ -74,9 +74,10 @@ def _given(patch: MemoryPatch) -> dict[str, Any]:
     return {k: v for k, v in msgspec.structs.asdict(patch).items() if v is not msgspec.UNSET}
 
 
-async def _who(request: Request[Any, Any, State]) -> Identity:
+async def _who(request: Request[Any, Any, Any], services: Services) -> Identity:
     """The caller's identity; memory needs a key (a caller without one shares nothing)."""
-    ident = identity_mod.resolve(request.headers, None, access=await authorize(request))
+    access = await services.gate.authorize(request)
+    ident = identity_mod.resolve(request.headers, None, access=access)
     if not ident.tenant:
         raise Unauthorized(
             "The memory API needs an API key (Authorization: Bearer <key> or api-key).",
@@ -148,14 +149,11 @@ def _written(outcome: WriteOutcome) -> Response[Any]:
     return Response(body, status_code=201 if outcome.created else 200)
 
 
-async def _service(state: State) -> Memories:
-    memories: Memories = state.memories
-    return memories
-
-
 @post("/v1/memories", status_code=201, summary="Store a memory the caller states")
-async def create_memory(request: Request[Any, Any, State], state: State) -> Response[Any]:
-    ident = await _who(request)
+async def create_memory(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Response[Any]:
+    ident = await _who(request, services)
     data: MemoryIn = _decode(await request.body(), MemoryIn)
     if data.source == "model_inference":
         raise WriteRefused(
@@ -166,7 +164,7 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
         raise WriteRefused(
             "Only the admin token may store admin memories.", extra={"reasons": ["invalid"]}
         )
-    outcome = await (await _service(state)).create(
+    outcome = await services.memories.create(
         ident,
         content=data.content,
         type=data.type,
@@ -183,14 +181,14 @@ async def create_memory(request: Request[Any, Any, State], state: State) -> Resp
 
 @get("/v1/memories", summary="List the caller's memories")
 async def list_memories(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     project_id: FromQuery[str | None] = None,
     status: FromQuery[str | None] = None,
     type: FromQuery[str | None] = None,
 ) -> dict[str, Any]:
-    ident = await _who(request)
-    found = await (await _service(state)).list(
+    ident = await _who(request, services)
+    found = await services.memories.list(
         ident,
         status=_filter(status, "status", _STATUSES),
         type=_filter(type, "type"),
@@ -201,37 +199,37 @@ async def list_memories(
 
 @delete("/v1/memories", status_code=200, summary="Delete one project's memories, or all")
 async def delete_memories(
-    request: Request[Any, Any, State],
-    state: State,
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
     project_id: FromQuery[str | None] = None,
     all: FromQuery[bool] = False,
 ) -> dict[str, Any]:
-    ident = await _who(request)
+    ident = await _who(request, services)
     if not all and not project_id:
         raise BadRequest("Say what to delete: ?project_id=<id> or ?all=true.", param="project_id")
-    count = await (await _service(state)).delete_where(
+    count = await services.memories.delete_where(
         ident, project_id=_project(project_id), everything=all, actor=ident.actor
     )
-    await state.candidates.forget(ident, project_id=None if all else project_id)
+    await services.candidates.forget(ident, project_id=None if all else project_id)
     return {"object": "memory.deleted", "deleted": count, "project_id": project_id, "all": all}
 
 
 @get("/v1/memories/{memory_id:str}", summary="One memory")
 async def get_memory(
-    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], memory_id: FromPath[str]
 ) -> dict[str, Any]:
-    return (await (await _service(state)).get(await _who(request), memory_id)).to_api()
+    return (await services.memories.get(await _who(request, services), memory_id)).to_api()
 
 
 @patch("/v1/memories/{memory_id:str}", summary="Edit a memory")
 async def patch_memory(
-    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], memory_id: FromPath[str]
 ) -> dict[str, Any]:
-    ident = await _who(request)
+    ident = await _who(request, services)
     changes = _checked_edits(_given(_decode(await request.body(), MemoryPatch)))
     if "scope" in changes and changes.get("project_id"):
         _scope(changes["scope"], changes["project_id"])
-    memory = await (await _service(state)).update(
+    memory = await services.memories.update(
         ident, memory_id, changes, actor="admin" if ident.is_admin else "user"
     )
     return memory.to_api()
@@ -239,44 +237,46 @@ async def patch_memory(
 
 @delete("/v1/memories/{memory_id:str}", status_code=200, summary="Delete a memory")
 async def delete_memory(
-    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], memory_id: FromPath[str]
 ) -> dict[str, Any]:
-    ident = await _who(request)
-    await (await _service(state)).delete(
-        ident, memory_id, actor="admin" if ident.is_admin else "user"
-    )
+    ident = await _who(request, services)
+    await services.memories.delete(ident, memory_id, actor="admin" if ident.is_admin else "user")
     return {"object": "memory.deleted", "id": memory_id, "deleted": True}
 
 
 @get("/v1/memories/{memory_id:str}/history", summary="Every change to a memory")
 async def memory_history(
-    request: Request[Any, Any, State], state: State, memory_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], memory_id: FromPath[str]
 ) -> dict[str, Any]:
-    entries = await (await _service(state)).history(await _who(request), memory_id)
+    entries = await services.memories.history(await _who(request, services), memory_id)
     return {"object": "list", "id": memory_id, "data": entries}
 
 
 @get("/v1/memory/settings", summary="The caller's memory settings")
-async def get_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = await _who(request)
-    paused = await state.store.is_recall_paused(ident.tenant, ident.user)
+async def get_settings(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
+    ident = await _who(request, services)
+    paused = await services.store.is_recall_paused(ident.tenant, ident.user)
     return {"object": "memory.settings", "recall_paused": paused}
 
 
 @patch("/v1/memory/settings", summary="Pause or resume recall")
-async def patch_settings(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    ident = await _who(request)
+async def patch_settings(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
+    ident = await _who(request, services)
     data: SettingsPatch = _decode(await request.body(), SettingsPatch)
-    await state.store.set_recall_paused(ident.tenant, ident.user, data.recall_paused)
+    await services.store.set_recall_paused(ident.tenant, ident.user, data.recall_paused)
     return {"object": "memory.settings", "recall_paused": data.recall_paused}
 
 
 @get("/v1/memory/traces/{trace_id:str}", summary="Which memories an answer used, and why")
 async def get_trace(
-    request: Request[Any, Any, State], state: State, trace_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], trace_id: FromPath[str]
 ) -> dict[str, Any]:
-    ident = await _who(request)
-    trace = await state.store.get_trace(ident.tenant, ident.user, trace_id)
+    ident = await _who(request, services)
+    trace = await services.store.get_trace(ident.tenant, ident.user, trace_id)
     if trace is None:
         raise NotFound(
             f"No trace {trace_id[:40]!r} for this user (traces expire).", param="trace_id"
@@ -290,16 +290,18 @@ async def get_trace(
     summary="Archive a finished project's memories",
 )
 async def archive_project(
-    request: Request[Any, Any, State], state: State, project_id: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], project_id: FromPath[str]
 ) -> dict[str, Any]:
-    ident = await _who(request)
-    count = await (await _service(state)).archive_project(ident, _project(project_id) or "")
+    ident = await _who(request, services)
+    count = await services.memories.archive_project(ident, _project(project_id) or "")
     return {"object": "memory.project.archived", "project_id": project_id, "archived": count}
 
 
 @get("/v1/memory/candidates", summary="Candidate memories waiting for the user's decision")
-async def list_candidates(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
-    return {"object": "list", "data": await state.candidates.list(await _who(request))}
+async def list_candidates(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
+    return {"object": "list", "data": await services.candidates.list(await _who(request, services))}
 
 
 @post(
@@ -308,12 +310,16 @@ async def list_candidates(request: Request[Any, Any, State], state: State) -> di
     summary="Confirm a candidate (optionally edited): it becomes a memory",
 )
 async def confirm_candidate(
-    request: Request[Any, Any, State], state: State, candidate_id: FromPath[str]
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
+    candidate_id: FromPath[str],
 ) -> Response[Any]:
-    ident = await _who(request)
+    ident = await _who(request, services)
     raw = await request.body()
     edits = _checked_edits(_given(_decode(raw, MemoryPatch))) if raw.strip() else {}
-    outcome = await state.candidates.confirm(ident, candidate_id, state.memories, edits or None)
+    outcome = await services.candidates.confirm(
+        ident, candidate_id, services.memories, edits or None
+    )
     return _written(outcome)
 
 
@@ -323,27 +329,31 @@ async def confirm_candidate(
     summary="Reject a candidate: it is never proposed again",
 )
 async def reject_candidate(
-    request: Request[Any, Any, State], state: State, candidate_id: FromPath[str]
+    request: Request[Any, Any, Any],
+    services: NamedDependency[Services],
+    candidate_id: FromPath[str],
 ) -> dict[str, Any]:
-    await state.candidates.reject(await _who(request), candidate_id)
+    await services.candidates.reject(await _who(request, services), candidate_id)
     return {"object": "memory.candidate", "id": candidate_id, "rejected": True}
 
 
 @get("/v1/memory/report", summary="The first-week checks: unused, corrected, counts by type")
-async def memory_report(request: Request[Any, Any, State], state: State) -> dict[str, Any]:
+async def memory_report(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
     """Memories never injected since saved, injected but later corrected, counts by type."""
-    ident = await _who(request)
-    everything = await (await _service(state)).list(ident)
+    ident = await _who(request, services)
+    everything = await services.memories.list(ident)
     active = [m for m in everything if m.status == "active"]
     by_type: dict[str, int] = {}
     for memory in active:
         by_type[memory.type] = by_type.get(memory.type, 0) + 1
     corrected = [m for m in everything if m.status == "superseded" and m.inject_count > 0]
-    signals = _signals(everything, len(corrected), state.clock.now().timestamp())
-    recent = await state.store.recent_traces(ident.tenant, ident.user)
+    signals = _signals(everything, len(corrected), services.clock.now().timestamp())
+    recent = await services.store.recent_traces(ident.tenant, ident.user)
     recalled = [t for t in recent if "conflicts" in t]
     signals["recent_requests"] = len(recalled)
-    settings = await state.store.get_settings(ident.tenant, ident.user)
+    settings = await services.store.get_settings(ident.tenant, ident.user)
     prompt = int(settings.get("prompt_tokens") or 0)
     injected = int(settings.get("injected_tokens") or 0)
     signals["prompt_tokens"] = prompt
@@ -408,9 +418,11 @@ def _brief(memory: Memory) -> dict[str, Any]:
 
 
 @post("/v1/memory/keys", status_code=201, summary="Issue a gateway key (admin)")
-async def create_key(request: Request[Any, Any, State]) -> dict[str, Any]:
+async def create_key(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
     """The secret is in this answer only; memgate keeps its hash."""
-    keyring = admin_keyring(request)
+    keyring = services.gate.admin_keyring(request)
     data: KeyIn = _decode(await request.body(), KeyIn)
     key, secret = await keyring.create(
         data.label, tenant=data.tenant, upstream_key=data.upstream_key or None
@@ -420,22 +432,28 @@ async def create_key(request: Request[Any, Any, State]) -> dict[str, Any]:
 
 
 @get("/v1/memory/keys", summary="Gateway keys, without their secrets (admin)")
-async def list_keys(request: Request[Any, Any, State]) -> dict[str, Any]:
-    keyring = admin_keyring(request)
+async def list_keys(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> dict[str, Any]:
+    keyring = services.gate.admin_keyring(request)
     return {"object": "list", "data": [k.to_api() for k in await keyring.list()]}
 
 
 @post("/v1/memory/keys/{key_id:str}/rotate", status_code=200, summary="New secret, same tenant")
-async def rotate_key(request: Request[Any, Any, State], key_id: FromPath[str]) -> dict[str, Any]:
-    keyring = admin_keyring(request)
+async def rotate_key(
+    request: Request[Any, Any, Any], services: NamedDependency[Services], key_id: FromPath[str]
+) -> dict[str, Any]:
+    keyring = services.gate.admin_keyring(request)
     key, secret = await keyring.rotate(key_id)
     log.info("gateway_key_rotated", key_id=key.id)
     return {**key.to_api(), "key": secret}
 
 
 @delete("/v1/memory/keys/{key_id:str}", status_code=200, summary="Revoke a gateway key (admin)")
-async def revoke_key(request: Request[Any, Any, State], key_id: FromPath[str]) -> dict[str, Any]:
-    keyring = admin_keyring(request)
+async def revoke_key(
+    request: Request[Any, Any, Any], services: NamedDependency[Services], key_id: FromPath[str]
+) -> dict[str, Any]:
+    keyring = services.gate.admin_keyring(request)
     key = await keyring.revoke(key_id)
     log.info("gateway_key_revoked", key_id=key.id)
     return {**key.to_api(), "object": "gateway_key.revoked", "revoked": True}

@@ -11,12 +11,13 @@ from typing import Any
 import msgspec
 import structlog
 from litestar import Request, Response, post, route
-from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.enums import HttpMethod
 from litestar.params import FromPath
 from litestar.response import Stream
 
 from gateway import wire
+from gateway.clock import Clock
 from gateway.errors import (
     BadRequest,
     InvalidJSON,
@@ -25,9 +26,9 @@ from gateway.errors import (
     UpstreamError,
     error_body,
 )
+from gateway.http.services import Services
 from gateway.memory import identity as identity_mod
 from gateway.memory import inject, tokens
-from gateway.memory.access import authorize
 from gateway.memory.identity import Access
 from gateway.memory.pipeline import Exchange, Prepared
 from gateway.upstream import UpstreamStreamError, request_headers, response_headers
@@ -124,10 +125,9 @@ def _sse_error(failure: UpstreamStreamError) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def _finish(state: State, rec: _Record) -> None:
-    clock = state.clock
-    total = clock.monotonic() - rec.started
-    metrics = state.metrics
+def _finish(services: Services, rec: _Record) -> None:
+    total = services.clock.monotonic() - rec.started
+    metrics = services.metrics
     stream = "true" if rec.stream else "false"
     model = metrics.model_label(rec.model, accepted=200 <= rec.status < 300)
     metrics.requests.labels(rec.route, str(rec.status), rec.mode).inc()
@@ -165,7 +165,7 @@ def _finish(state: State, rec: _Record) -> None:
     )
 
 
-def _bind_request(request: Request[Any, Any, State]) -> str:
+def _bind_request(request: Request[Any, Any, Any]) -> str:
     """Every log line of this request (recall, trace writes, the summary) carries its path."""
     path = request.url.path
     structlog.contextvars.clear_contextvars()
@@ -252,32 +252,34 @@ def _error_kind_for_status(status: int) -> str | None:
     return None
 
 
-def _overhead_ms(state: State, rec: _Record) -> str:
-    now = state.clock.monotonic()
+def _overhead_ms(clock: Clock, rec: _Record) -> str:
+    now = clock.monotonic()
     upstream = (now - rec.upstream_started) if rec.upstream_started is not None else 0.0
     return f"{max(now - rec.started - upstream, 0.0) * 1000:.2f}"
 
 
 @post(["/v1/chat/completions", "/chat/completions"], status_code=200, include_in_schema=True)
-async def chat_completions(request: Request[Any, Any, State], state: State) -> Response[Any]:
+async def chat_completions(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Response[Any]:
     """Create a chat completion, with the caller's memories recalled and injected."""
-    rec = _Record(route="chat", started=state.clock.monotonic(), path=_bind_request(request))
+    rec = _Record(route="chat", started=services.clock.monotonic(), path=_bind_request(request))
     try:
-        return await _chat(request, state, rec)
+        return await _chat(request, services, rec)
     except UpstreamError as exc:
         rec.status = exc.status_code
         rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
-        rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
-        _finish(state, rec)
+        rec.upstream_s = services.clock.monotonic() - (rec.upstream_started or rec.started)
+        _finish(services, rec)
         raise
     except Exception as exc:
         rec.status = getattr(exc, "status_code", 500)
-        _finish(state, rec)
+        _finish(services, rec)
         raise
 
 
-async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -> Response[Any]:
-    access = await authorize(request)
+async def _chat(request: Request[Any, Any, Any], services: Services, rec: _Record) -> Response[Any]:
+    access = await services.gate.authorize(request)
     raw = await request.body()
     body = parse_chat_body(raw)
     ident = identity_mod.resolve(request.headers, body, access=access)
@@ -285,7 +287,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     rec.stream = body.get("stream") is True
     remembers = bool(ident.tenant)  # a caller without a key gets a plain proxy
 
-    prepared = await state.memory.prepare(ident, body, raw) if remembers else Prepared(raw)
+    prepared = await services.memory.prepare(ident, body, raw) if remembers else Prepared(raw)
     rec.injected, rec.injected_tokens = len(prepared.injected_ids), prepared.injected_tokens
     memory_headers = [
         (TRACE_HEADER, ident.trace_id),
@@ -297,10 +299,10 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     ask_usage = rec.stream and not _wants_usage(body)
     if ask_usage:
         content = _ask_for_usage(content, body)
-    upstream = state.upstream
+    upstream = services.upstream
     headers = _upstream_headers(request, access)
     url = upstream.url("chat/completions", request.scope.get("query_string", b""))
-    rec.upstream_started = state.clock.monotonic()
+    rec.upstream_started = services.clock.monotonic()
     resp = await upstream.send("POST", url, headers, content, stream=rec.stream)
 
     def exchange() -> Exchange:
@@ -311,7 +313,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
     is_sse = resp.content_type.startswith("text/event-stream")
     if not (rec.stream and is_sse and resp.status_code < 400):
         payload = await upstream.read(resp)  # errors pass through as they came
-        rec.upstream_s = state.clock.monotonic() - rec.upstream_started
+        rec.upstream_s = services.clock.monotonic() - rec.upstream_started
         rec.status = resp.status_code
         rec.error_kind = _error_kind_for_status(resp.status_code)
         if resp.status_code == 200:
@@ -320,10 +322,10 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
                 _take_usage(rec, usage)
             _count_prompt_locally(rec, wire.messages_of(body))
         out_headers = response_headers(resp.raw_headers, decoded=True)
-        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
-        _finish(state, rec)
+        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(services.clock, rec))]
+        _finish(services, rec)
         if remembers:
-            state.memory.finish(exchange())
+            services.memory.finish(exchange())
         return Response(
             payload,
             status_code=resp.status_code,
@@ -333,7 +335,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
 
     rec.status = resp.status_code
     out_headers = response_headers(resp.raw_headers, decoded=True)
-    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(services.clock, rec))]
 
     async def relay() -> AsyncIterator[bytes]:
         tail = b""
@@ -342,7 +344,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
         try:
             async for chunk in chunks:
                 if rec.ttfb_s is None:
-                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                    rec.ttfb_s = services.clock.monotonic() - rec.started
                 tail = (tail + chunk)[-_TAIL_BYTES:]
                 yield chunk
                 # A client may hang up right after [DONE]: the exchange is still complete.
@@ -353,7 +355,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
             yield _sse_error(exc)
         finally:
             await resp.aclose()
-            rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+            rec.upstream_s = services.clock.monotonic() - (rec.upstream_started or rec.started)
             if not completed and rec.error_kind is None:
                 rec.extra["client_disconnected"] = True
             usage = None if ask_usage else _usage_from_sse_tail(tail)
@@ -361,9 +363,9 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
                 _take_usage(rec, usage)
             if completed:
                 _count_prompt_locally(rec, wire.messages_of(body))
-            _finish(state, rec)
+            _finish(services, rec)
             if completed and remembers:
-                state.memory.finish(exchange())
+                services.memory.finish(exchange())
 
     return Stream(
         relay(),
@@ -374,7 +376,7 @@ async def _chat(request: Request[Any, Any, State], state: State, rec: _Record) -
 
 
 def _upstream_headers(
-    request: Request[Any, Any, State], access: Access, *, keep_length: bool = False
+    request: Request[Any, Any, Any], access: Access, *, keep_length: bool = False
 ) -> list[tuple[str, str]]:
     return request_headers(
         request.scope["headers"],
@@ -462,19 +464,21 @@ def _too_large(limit: int) -> RequestTooLarge:
     request_max_body_size=None,
 )
 async def passthrough(
-    request: Request[Any, Any, State], state: State, path: FromPath[str]
+    request: Request[Any, Any, Any], services: NamedDependency[Services], path: FromPath[str]
 ) -> Response[Any]:
     """Every other /v1 route goes upstream as it came, bodies streamed both ways."""
-    rec = _Record(route="passthrough", started=state.clock.monotonic(), path=_bind_request(request))
+    rec = _Record(
+        route="passthrough", started=services.clock.monotonic(), path=_bind_request(request)
+    )
     try:
         _check_path(request.scope.get("raw_path") or b"", path)
-        access = await authorize(request)
+        access = await services.gate.authorize(request)
     except Exception as exc:
         rec.status = getattr(exc, "status_code", 500)
-        _finish(state, rec)
+        _finish(services, rec)
         raise
-    upstream = state.upstream
-    limit = state.settings.passthrough_max_body_bytes
+    upstream = services.upstream
+    limit = services.settings.passthrough_max_body_bytes
     length_header = request.headers.get("content-length")
     has_length = length_header is not None
     has_body = has_length or "transfer-encoding" in request.headers
@@ -492,7 +496,7 @@ async def passthrough(
             content = _Limited(request.stream(), limit)
             if length is not None and length <= _BUFFERED_BODY:
                 content = b"".join([chunk async for chunk in content])
-        rec.upstream_started = state.clock.monotonic()
+        rec.upstream_started = services.clock.monotonic()
         resp = await upstream.send(
             request.method,
             url,
@@ -503,16 +507,16 @@ async def passthrough(
         )
     except RequestTooLarge as exc:
         rec.status = exc.status_code
-        _finish(state, rec)
+        _finish(services, rec)
         raise
     except UpstreamError as exc:
         if isinstance(content, _Limited) and content.exceeded:
             rec.status = 413
-            _finish(state, rec)
+            _finish(services, rec)
             raise _too_large(limit) from None
         rec.status = exc.status_code
         rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
-        _finish(state, rec)
+        _finish(services, rec)
         raise
     rec.status = resp.status_code
     rec.error_kind = _error_kind_for_status(resp.status_code)
@@ -522,14 +526,14 @@ async def passthrough(
         try:
             async for chunk in resp.chunks():
                 if rec.ttfb_s is None and rec.stream:
-                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                    rec.ttfb_s = services.clock.monotonic() - rec.started
                 yield chunk
         except UpstreamStreamError:
             rec.error_kind = "stream_cut"
         finally:
             await resp.aclose()
-            rec.upstream_s = state.clock.monotonic() - rec.upstream_started
-            _finish(state, rec)
+            rec.upstream_s = services.clock.monotonic() - (rec.upstream_started or rec.started)
+            _finish(services, rec)
 
     return Stream(
         relay(),
@@ -615,28 +619,32 @@ def _take_responses_usage(rec: _Record, usage: _ResponsesUsage | None) -> None:
 
 
 @post(["/v1/responses", "/responses"], status_code=200, include_in_schema=True)
-async def responses_create(request: Request[Any, Any, State], state: State) -> Response[Any]:
+async def responses_create(
+    request: Request[Any, Any, Any], services: NamedDependency[Services]
+) -> Response[Any]:
     """Create a model response (the Responses API), with the caller's memories recalled and
     added to its instructions."""
-    rec = _Record(route="responses", started=state.clock.monotonic(), path=_bind_request(request))
+    rec = _Record(
+        route="responses", started=services.clock.monotonic(), path=_bind_request(request)
+    )
     try:
-        return await _responses(request, state, rec)
+        return await _responses(request, services, rec)
     except UpstreamError as exc:
         rec.status = exc.status_code
         rec.error_kind = "timeout" if exc.status_code == 504 else "connect"
-        rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
-        _finish(state, rec)
+        rec.upstream_s = services.clock.monotonic() - (rec.upstream_started or rec.started)
+        _finish(services, rec)
         raise
     except Exception as exc:
         rec.status = getattr(exc, "status_code", 500)
-        _finish(state, rec)
+        _finish(services, rec)
         raise
 
 
 async def _responses(
-    request: Request[Any, Any, State], state: State, rec: _Record
+    request: Request[Any, Any, Any], services: Services, rec: _Record
 ) -> Response[Any]:
-    access = await authorize(request)
+    access = await services.gate.authorize(request)
     raw = await request.body()
     body = parse_responses_body(raw)
     ident = identity_mod.resolve(request.headers, body, access=access)
@@ -647,7 +655,7 @@ async def _responses(
     remembers = bool(ident.tenant)  # a caller without a key gets a plain proxy
 
     prepared = (
-        await state.memory.prepare(
+        await services.memory.prepare(
             ident, view, raw, inject_into=lambda _view, block: inject.with_instructions(body, block)
         )
         if remembers
@@ -658,10 +666,10 @@ async def _responses(
         (TRACE_HEADER, ident.trace_id),
         (INJECTED_HEADER, ",".join(prepared.injected_ids)),
     ]
-    upstream = state.upstream
+    upstream = services.upstream
     headers = _upstream_headers(request, access)
     url = upstream.url("responses", request.scope.get("query_string", b""))
-    rec.upstream_started = state.clock.monotonic()
+    rec.upstream_started = services.clock.monotonic()
     resp = await upstream.send("POST", url, headers, prepared.content, stream=rec.stream)
 
     def exchange() -> Exchange:
@@ -672,7 +680,7 @@ async def _responses(
     is_sse = resp.content_type.startswith("text/event-stream")
     if not (rec.stream and is_sse and resp.status_code < 400):
         payload = await upstream.read(resp)
-        rec.upstream_s = state.clock.monotonic() - rec.upstream_started
+        rec.upstream_s = services.clock.monotonic() - rec.upstream_started
         rec.status = resp.status_code
         rec.error_kind = _error_kind_for_status(resp.status_code)
         if resp.status_code == 200:
@@ -682,10 +690,10 @@ async def _responses(
                 pass
             _count_prompt_locally(rec, view["messages"])
         out_headers = response_headers(resp.raw_headers, decoded=True)
-        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
-        _finish(state, rec)
+        out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(services.clock, rec))]
+        _finish(services, rec)
         if remembers:
-            state.memory.finish(exchange())
+            services.memory.finish(exchange())
         return Response(
             payload,
             status_code=resp.status_code,
@@ -695,14 +703,14 @@ async def _responses(
 
     rec.status = resp.status_code
     out_headers = response_headers(resp.raw_headers, decoded=True)
-    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(state, rec))]
+    out_headers += [*memory_headers, (OVERHEAD_HEADER, _overhead_ms(services.clock, rec))]
 
     async def relay() -> AsyncIterator[bytes]:
         watch = _ResponsesStream()
         try:
             async for chunk in resp.chunks():
                 if rec.ttfb_s is None:
-                    rec.ttfb_s = state.clock.monotonic() - rec.started
+                    rec.ttfb_s = services.clock.monotonic() - rec.started
                 watch.feed(chunk)
                 yield chunk
         except UpstreamStreamError as exc:
@@ -710,15 +718,15 @@ async def _responses(
             yield _sse_error(exc)
         finally:
             await resp.aclose()
-            rec.upstream_s = state.clock.monotonic() - (rec.upstream_started or rec.started)
+            rec.upstream_s = services.clock.monotonic() - (rec.upstream_started or rec.started)
             if not watch.finished and rec.error_kind is None:
                 rec.extra["client_disconnected"] = True
             _take_responses_usage(rec, watch.usage)
             if watch.completed:
                 _count_prompt_locally(rec, view["messages"])
-            _finish(state, rec)
+            _finish(services, rec)
             if watch.completed and remembers:
-                state.memory.finish(exchange())
+                services.memory.finish(exchange())
 
     return Stream(
         relay(),

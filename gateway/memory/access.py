@@ -18,10 +18,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from litestar import Request
-from litestar.datastructures import State
+from litestar.connection import ASGIConnection
 
-from gateway.clock import from_iso, set_eval_now
+from gateway.clock import Clock, from_iso, set_eval_now
+from gateway.config import Settings
 from gateway.errors import BadRequest, TooManyAttempts, Unauthorized
 from gateway.memory.identity import TENANT_HEADER, Access, check_tenant, client_key, tenant_for_key
 from gateway.storage.keys import Keyring
@@ -95,30 +95,95 @@ def peer_address(
     return peer
 
 
-def request_peer(request: Request[Any, Any, State]) -> str:
-    state = request.app.state
-    client = request.client.host if request.client else None
-    return peer_address(client, request.headers, state.trusted_proxies)
+class Gatekeeper:
+    """Every credential check of the HTTP surface, with what it needs bound once: the
+    settings (admin token, upstream key), the clock, the per-process admin-token throttle,
+    the trusted proxies and the gateway keys."""
 
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        keyring: Keyring,
+        *,
+        throttle: AdminThrottle,
+        trusted_proxies: tuple[_Network, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.keyring = keyring
+        self.throttle = throttle
+        self.trusted_proxies = trusted_proxies
 
-def check_admin_token(request: Request[Any, Any, State], given: str | None) -> None:
-    """The one admin-token check: throttled per peer first, then compared in constant time.
-    Raises 429 (still locked) or 401 (wrong or no admin token configured)."""
-    state = request.app.state
-    throttle: AdminThrottle = state.admin_logins
-    who = request_peer(request)
-    now = state.clock.now().timestamp()
-    wait = throttle.wait(who, now)
-    if wait > 0:
-        raise TooManyAttempts(
-            f"Too many wrong admin tokens from this address: try again in {math.ceil(wait)} s.",
-            extra={"retry_after": math.ceil(wait)},
+    def peer(self, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+        client = connection.client.host if connection.client else None
+        return peer_address(client, connection.headers, self.trusted_proxies)
+
+    def check_admin_token(
+        self, connection: ASGIConnection[Any, Any, Any, Any], given: str | None
+    ) -> None:
+        """The one admin-token check: throttled per peer first, then compared in constant
+        time. Raises 429 (still locked) or 401 (wrong or no admin token configured)."""
+        throttle = self.throttle
+        who = self.peer(connection)
+        now = self.clock.now().timestamp()
+        wait = throttle.wait(who, now)
+        if wait > 0:
+            raise TooManyAttempts(
+                f"Too many wrong admin tokens from this address: try again in {math.ceil(wait)} s.",
+                extra={"retry_after": math.ceil(wait)},
+            )
+        token = self.settings.admin_token
+        if not token or not given or not hmac.compare_digest(given.encode(), token.encode()):
+            throttle.failed(who, now)
+            raise Unauthorized("The admin token is missing or wrong.", code="invalid_admin_token")
+        throttle.succeeded(who)
+
+    async def authorize(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Access:
+        """What this request's credential grants (401/429 when it grants nothing it asked
+        for); an admin request may also set its simulated time (``apply_eval_time``)."""
+        access = await self._authorize(connection)
+        apply_eval_time(connection.headers, access)
+        return access
+
+    async def _authorize(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Access:
+        settings = self.settings
+        headers = connection.headers
+        presented = client_key(headers)
+        if headers.get(TENANT_HEADER):
+            self.check_admin_token(connection, presented)
+            return Access(
+                tenant=check_tenant(headers[TENANT_HEADER]),
+                is_admin=True,
+                upstream_key=settings.upstream_api_key,
+                own_credential=True,
+            )
+        found = await self.keyring.lookup(presented)
+        if found.key is not None:
+            return Access(
+                tenant=found.key.tenant,
+                key_id=found.key.id,
+                upstream_key=found.key.upstream_key or settings.upstream_api_key,
+                own_credential=True,
+            )
+        if found.configured:
+            raise Unauthorized(
+                "Incorrect or missing API key: this gateway needs one of its own keys "
+                "(Authorization: Bearer <key>).",
+                code="invalid_api_key",
+            )
+        if presented is None:
+            return Access(tenant=None, upstream_key=settings.upstream_api_key)
+        return Access(
+            tenant=tenant_for_key(presented),
+            upstream_key=settings.upstream_api_key,
+            own_credential=_is_admin_token(presented, settings.admin_token),
         )
-    token = state.settings.admin_token
-    if not token or not given or not hmac.compare_digest(given.encode(), token.encode()):
-        throttle.failed(who, now)
-        raise Unauthorized("The admin token is missing or wrong.", code="invalid_admin_token")
-    throttle.succeeded(who)
+
+    def admin_keyring(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Keyring:
+        """The gateway keys, for a request that presents the admin token (else 401/429)."""
+        self.check_admin_token(connection, client_key(connection.headers))
+        return self.keyring
 
 
 def _is_admin_token(given: str | None, token: str | None) -> bool:
@@ -152,55 +217,3 @@ def apply_eval_time(headers: Mapping[str, str], access: Access) -> None:
             code="invalid_header",
         ) from None
     set_eval_now(when)
-
-
-async def authorize(request: Request[Any, Any, State]) -> Access:
-    """What this request's credential grants (401/429 when it grants nothing it asked for);
-    an admin request may also set its simulated time (``apply_eval_time``)."""
-    access = await _authorize(request)
-    apply_eval_time(request.headers, access)
-    return access
-
-
-async def _authorize(request: Request[Any, Any, State]) -> Access:
-    state = request.app.state
-    settings = state.settings
-    headers = request.headers
-    presented = client_key(headers)
-    if headers.get(TENANT_HEADER):
-        check_admin_token(request, presented)
-        return Access(
-            tenant=check_tenant(headers[TENANT_HEADER]),
-            is_admin=True,
-            upstream_key=settings.upstream_api_key,
-            own_credential=True,
-        )
-    keyring: Keyring = state.keyring
-    found = await keyring.lookup(presented)
-    if found.key is not None:
-        return Access(
-            tenant=found.key.tenant,
-            key_id=found.key.id,
-            upstream_key=found.key.upstream_key or settings.upstream_api_key,
-            own_credential=True,
-        )
-    if found.configured:
-        raise Unauthorized(
-            "Incorrect or missing API key: this gateway needs one of its own keys "
-            "(Authorization: Bearer <key>).",
-            code="invalid_api_key",
-        )
-    if presented is None:
-        return Access(tenant=None, upstream_key=settings.upstream_api_key)
-    return Access(
-        tenant=tenant_for_key(presented),
-        upstream_key=settings.upstream_api_key,
-        own_credential=_is_admin_token(presented, settings.admin_token),
-    )
-
-
-def admin_keyring(request: Request[Any, Any, State]) -> Keyring:
-    """The gateway keys, for a request that presents the admin token (else 401/403)."""
-    check_admin_token(request, client_key(request.headers))
-    keyring: Keyring = request.app.state.keyring
-    return keyring
