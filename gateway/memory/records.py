@@ -110,9 +110,9 @@ class Memory:
 
     @classmethod
     def from_fields(cls, s: dict[str, Any]) -> Memory:
-        """From decoded hash fields. Recall builds ~35 of these per request: positional
-        arguments (keyword ones doubled the cost, 9 -> 22 us, measured); a test round-trips
-        every field so the order cannot drift."""
+        """From decoded hash fields. Recall builds dozens of these per request, so the
+        arguments are positional (cheaper than keywords); a test round-trips every field so
+        the order cannot drift."""
         get = s.get
         return cls(
             s["id"],

