@@ -496,9 +496,7 @@ async def trace_page(
         )
     candidates = trace.get("candidates") or []
     ids = [cand["id"] for cand in candidates]
-    found = await state.store.load_memories(
-        [state.store.memory_key(ident.tenant, ident.user, i) for i in ids]
-    )
+    found = await state.store.memories_by_id(ident.tenant, ident.user, ids)
     by_id = {memory.id: memory.content for memory in found.values()}
     contents = {i: by_id.get(i, "") for i in ids}
     return _page(

@@ -66,6 +66,11 @@ def _need(value: str, what: str) -> str:
     return value
 
 
+def user_key(kind: str, tenant: str, user: str, *rest: str) -> str:
+    """A per-user key: ``memgate:<kind>:<tenant>:<user>[:<rest>...]``."""
+    return ":".join((KEY_ROOT, kind, _need(tenant, "tenant"), _need(user, "user"), *rest))
+
+
 def owner_filter(tenant: str, user: str) -> FilterExpression:
     return (Tag("tenant") == _need(tenant, "tenant")) & (Tag("user") == _need(user, "user"))
 
@@ -459,7 +464,7 @@ class Store:
 
     @staticmethod
     def _key(kind: str, tenant: str, user: str, *rest: str) -> str:
-        return ":".join((KEY_ROOT, kind, _need(tenant, "tenant"), _need(user, "user"), *rest))
+        return user_key(kind, tenant, user, *rest)
 
     @asynccontextmanager
     async def user_lock(self, tenant: str, user: str) -> AsyncIterator[None]:
@@ -595,6 +600,17 @@ class Store:
             part = keys[start : start + _LOAD_SLICE]
             out.update(_memories(part, await self._hmget_many(keys=part, args=fields), fields))
         return out
+
+    async def memories_by_id(self, tenant: str, user: str, ids: list[str]) -> dict[str, Memory]:
+        """The owner's memories with these ids, by id, read in one round trip; an id that is
+        no memory's (any more) is absent."""
+        keys = []
+        for memory_id in ids:
+            try:
+                keys.append(self.memory_key(tenant, user, _need(memory_id, "id")))
+            except NoMatch:
+                continue
+        return {m.id: m for m in (await self.load_memories(keys)).values()}
 
     async def similar_memories(
         self,
