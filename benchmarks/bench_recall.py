@@ -37,7 +37,7 @@ import numpy as np
 from redis import __version__ as REDIS_PY_VERSION
 from redis.utils import HIREDIS_AVAILABLE
 from redisvl.query import TextQuery, VectorQuery
-from redisvl.query.filter import FilterExpression, Num, Tag
+from redisvl.query.filter import FilterExpression, Tag
 
 from benchmarks.bench import _progress as _say
 from benchmarks.bench import _sigterm_as_interrupt, _table, percentile
@@ -58,7 +58,7 @@ from gateway.memory.textsearch import search_text
 from gateway.memory.tokens import prepare_cache
 from gateway.memory.use_onnx import OnnxUse
 from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
-from gateway.storage.store import _RECALL_FIELDS, Hit, Store, owner_filter
+from gateway.storage.store import _RECALL_FIELDS, Hit, Store, num, owner_filter
 
 GOAL_P50_MS = 5.0
 GOAL_P99_MS = 20.0
@@ -485,7 +485,7 @@ def recall_filter(
 ) -> FilterExpression:
     """The filter ``Store.recall_candidates`` builds for a request without project or task."""
     expr = owner_filter(tenant, user) & (Tag("status") == "active") & (Tag("scope") == "global")
-    return expr & (Num("expires_ts") > now_ts) if expiry else expr
+    return expr & (num("expires_ts") > now_ts) if expiry else expr
 
 
 @functools.cache
@@ -592,7 +592,7 @@ class Probe:
             ("PING (loopback round-trip floor)", lambda t: store.redis.ping()),
             ("recall_candidates: KNN + BM25 gathered", candidates),
             (
-                "  KNN + its memories, one script call (as recall)",
+                "  KNN + its memories, one FT.SEARCH (as recall)",
                 lambda t: store.vector_hits(
                     self._filter(), self.vectors[t], self.pool, large=self.large, load=True
                 ),
@@ -604,7 +604,7 @@ class Probe:
                 ),
             ),
             (
-                "  BM25 + its memories, one script call (as recall)",
+                "  BM25 + its memories, one FT.SEARCH (as recall)",
                 lambda t: store.text_hits(self._filter(), self.texts[t], self.pool, load=True),
             ),
             (

@@ -138,6 +138,31 @@ async def _supervise_redis(embedded: EmbeddedRedis, metrics: Metrics, every: flo
         log.warning("embedded_redis_restarted", port=embedded.port)
 
 
+async def _previous_indexes(store: Store, own_redis: bool) -> None:
+    """Said once the index is made: whether Redis is still filling it, and what becomes of
+    indexes of an earlier schema over the same memories. In a Redis this process started
+    no replica of the previous release can be using them, so they are dropped (the
+    memories stay); in a shared one they are kept for such replicas, and
+    ``memgate drop-previous-indexes`` drops them once the rollout is done."""
+    if not await store.index_built():
+        log.warning(
+            "memory_index_building",
+            index=store.index.name,
+            hint="recall misses memories Redis has not indexed yet; /readyz says so",
+        )
+    if own_redis:
+        for name in await store.drop_previous_memory_indexes():
+            log.info("previous_memory_index_dropped", index=name)
+        return
+    previous = await store.previous_memory_indexes()
+    if previous:
+        log.info(
+            "previous_memory_index_kept",
+            indexes=previous,
+            hint="`memgate drop-previous-indexes` once the previous release stopped",
+        )
+
+
 def _log_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """Whatever asyncio reports (a task nobody awaited failing, ...) as a JSON line."""
     exc = context.get("exception")
@@ -278,6 +303,7 @@ def create_app(
             carrying = None
             if the_embedder.dims is not None:
                 await memories.ready()
+                await _previous_indexes(store, embedded is not None)
                 carrying = loop.create_task(keep_carrying_over(memories))
             queue = CandidateQueue(
                 store,

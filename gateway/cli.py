@@ -282,6 +282,47 @@ def _reembed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _drop_previous_indexes(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+    from gateway.storage.store import Store
+
+    settings = Settings.from_env()
+    embedded = None
+    redis_url = settings.redis_url
+    if not redis_url:
+        embedded = EmbeddedRedis(settings.data_path / "redis")
+        try:
+            redis_url = embedded.start()
+        except EmbeddedRedisError as exc:
+            if "already using" in str(exc):
+                raise CommandError(
+                    f"a running memgate holds the embedded Redis in {embedded.data_dir}; "
+                    "it drops the previous indexes there itself."
+                ) from None
+            raise CommandError(str(exc)) from None
+
+    async def run() -> list[str]:
+        store = Store(redis_url)
+        try:
+            await store.check_query_engine()
+            return await store.drop_previous_memory_indexes()
+        finally:
+            await store.aclose()
+
+    try:
+        dropped = asyncio.run(run())
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    for name in dropped:
+        print(f"dropped {name} (its memories stay)")
+    if not dropped:
+        print("no previous memory index to drop")
+    return 0
+
+
 def _benchmarks() -> None:
     """Make the repository's ``benchmarks`` package importable, here and in the processes a
     benchmark starts; the benchmarks are not part of the installed package."""
@@ -481,6 +522,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     re_embed.set_defaults(func=_reembed)
+    drop_previous = sub.add_parser(
+        "drop-previous-indexes",
+        help="drop memory indexes an upgrade replaced (the memories stay)",
+        description="Drop the memory indexes of an earlier release's schema that this "
+        "release's indexes replace, keeping every memory. Run it once no replica of the "
+        "previous release runs; the gateway does it itself with the embedded Redis.",
+        formatter_class=_HelpFormatter,
+    )
+    drop_previous.set_defaults(func=_drop_previous_indexes)
     bench = sub.add_parser(
         "bench",
         help="benchmarks that print figures",

@@ -19,8 +19,8 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.memory.background import Background
-from gateway.memory.candidates import STREAM
 from gateway.observability.metrics import Metrics
+from gateway.storage.candidates import STREAM
 from gateway.storage.redis_server import EmbeddedRedis
 from gateway.storage.store import Store
 from tests.conftest import GatewayFactory

@@ -21,6 +21,7 @@ from gateway.memory.pipeline import Exchange, MemoryFlow
 from gateway.memory.policy import Policy, load_policy
 from gateway.memory.recall import Recaller
 from gateway.observability.metrics import Metrics
+from gateway.storage.candidates import candidate_keys
 from gateway.storage.store import Store
 from tests.secret_corpus import SECRET_VALUES
 
@@ -143,7 +144,7 @@ async def test_candidate_keys_have_the_policy_ttl(service: Memories, policy: Pol
     [cand] = await q.list(me)
     redis = service.store.redis
     ttl_days = policy.candidates.ttl_days
-    for key in (q._cand(me, cand["id"]), q._index(me), q._pending_keys(me)):
+    for key in candidate_keys(me.tenant, me.user, cand["id"]):
         ttl = await redis.ttl(key)
         assert ttl_days * 86400 - 60 < ttl <= ttl_days * 86400 + 2, key
     q.clock.advance(__import__("datetime").timedelta(days=ttl_days, seconds=1))  # type: ignore

@@ -1,13 +1,15 @@
 """The package layout is the architecture: the layers' import rules hold.
 
 ``gateway.http`` is the HTTP surface, ``gateway.memory`` the memory rules, ``gateway.storage``
-the only package that talks to Redis, ``gateway.observability`` metrics and logs. Checked on
-the source (every import statement, including those inside functions), without importing it.
+the only package that talks to Redis (the only one that imports redis, reaches a client, sends
+a command or names a key), ``gateway.observability`` metrics and logs. Checked on the source
+(every statement, including those inside functions), without importing it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from itertools import combinations
 from pathlib import Path
 
@@ -63,6 +65,80 @@ def test_only_storage_imports_redis() -> None:
         if _layer(module) != "storage"
     }
     assert {m: n for m, n in offenders.items() if n} == {}
+
+
+# What only storage may do: hold or reach a Redis client, send a command, build a key.
+_CLIENT_ATTRIBUTES = {"redis", "execute_command", "pipeline", "register_script", "scan_iter"}
+_KEY_HELPERS = {"memory_key", "user_key", "_key"}
+_KEY_NAME = re.compile(r"^(KEY_ROOT|STREAM|GROUP)$|_keys?$")
+_KEY_STRING = re.compile(r"^memgate:[a-z]")
+
+
+def _redis_uses(path: Path) -> list[str]:
+    """Where ``path`` reaches a Redis client, a store's private helper, or a Redis key."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            owner_name = (
+                owner.id
+                if isinstance(owner, ast.Name)
+                else owner.attr
+                if isinstance(owner, ast.Attribute)
+                else ""
+            )
+            if node.attr in _CLIENT_ATTRIBUTES or node.attr in _KEY_HELPERS:
+                found.append(f"{where} .{node.attr}")
+            elif node.attr.startswith("_") and owner_name.lower().endswith(("store", "storage")):
+                found.append(f"{where} {owner_name}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gateway.storage"):
+            found += [f"{where} imports {a.name}" for a in node.names if _KEY_NAME.search(a.name)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if _KEY_STRING.match(node.value):
+                found.append(f"{where} {node.value!r}")
+    return found
+
+
+def test_only_storage_reaches_a_redis_client_or_builds_a_key() -> None:
+    """Outside ``gateway.storage`` no code holds the store's client (``.redis``), sends a
+    command, uses a store's private helpers, or names a Redis key; it calls storage's
+    typed methods."""
+    offenders = {
+        _module_name(path): uses
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if _layer(_module_name(path)) != "storage" and (uses := _redis_uses(path))
+    }
+    assert offenders == {}
+
+
+def test_the_redis_check_finds_what_it_forbids(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from gateway.storage.candidates import STREAM, candidate_keys\n"
+        "from gateway.storage.store import KEY_ROOT, Store\n"
+        "async def f(store, self):\n"
+        "    await store.redis.get(self.store._key('cand', 't', 'u'))\n"
+        "    await self.storage._redis.set('memgate:mine', 1)\n"
+        "    async with client.pipeline() as pipe: pipe.execute_command('PING')\n"
+        "    return store.memory_key('t', 'u', 'm'), 'memgate: not a key'\n",
+        encoding="utf-8",
+    )
+    found = " ".join(_redis_uses(sample))
+    for use in (
+        "imports STREAM",
+        "imports candidate_keys",
+        "imports KEY_ROOT",
+        ".redis",
+        "._key",
+        "storage._redis",
+        "'memgate:mine'",
+        ".pipeline",
+        ".execute_command",
+        ".memory_key",
+    ):
+        assert use in found, use
+    assert "imports Store" not in found and "not a key" not in found
 
 
 def test_the_http_surface_does_not_import_storage() -> None:

@@ -538,7 +538,7 @@ async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) ->
 async def test_search_with_its_memories_in_one_call_matches_search_then_load(
     service: Memories,
 ) -> None:
-    """The script that searches and loads in one round trip gives what two calls give."""
+    """A search that RETURNs its memories gives what a search and then a load give."""
     me = who()
     for text in ("I prefer green tea", "我每天早上喝绿茶", "My cat is called Tofu"):
         await service.create(me, content=text, type="preference")
@@ -555,3 +555,48 @@ async def test_search_with_its_memories_in_one_call_matches_search_then_load(
     assert scores_loaded == scores and list(loaded) == list(scores)
     assert [m.content for m in loaded.values()] == ["I prefer green tea"]
     assert (await store.text_hits(expr, "", 20, load=True)) == ({}, {})
+
+
+async def test_recall_returns_a_memorys_times_exactly(service: Memories) -> None:
+    """Every recall search (standing, keywords, vector) gives the times as stored, to the
+    microsecond: a numeric index attribute named after its hash field comes back from
+    FT.SEARCH RETURN printed to 12 significant digits (hundredths of a second)."""
+    from datetime import UTC, datetime
+
+    from gateway.memory.recall import Recaller
+
+    me = who()
+    clock = service.clock
+    assert isinstance(clock, ManualClock)
+    at = datetime.fromtimestamp(int(SystemClock().now().timestamp()), tz=UTC).replace(
+        microsecond=123456
+    )
+    clock.set(at)
+    until = at + timedelta(days=30, microseconds=654321)
+    standing = await service.create(
+        me, content="Always answer me in English", type="preference", expires_at=until
+    )
+    topical = await service.create(
+        me, content="I drink green tea every morning", type="preference", expires_at=until
+    )
+    assert standing.memory.applies == "always" and topical.memory.applies == "relevant"
+    used = at + timedelta(seconds=5, microseconds=987654)
+    await service.store.mark_injected(me.tenant, me.user, [topical.memory.id], used.timestamp())
+    body = {"messages": [{"role": "user", "content": "Which tea do I drink in the morning?"}]}
+    result = await Recaller(service.store, service.embedder, service.policy, clock).recall(me, body)
+    found = {c.memory.id: (c.lane, c.memory) for c in result.candidates}
+    assert set(found) == {standing.memory.id, topical.memory.id}
+    assert found[standing.memory.id][0] == "standing"
+    assert found[topical.memory.id][0] == "topical"
+    for _, memory in found.values():
+        assert (memory.created_at, memory.updated_at, memory.expires_at) == (at, at, until)
+        assert memory.confirmed_at == at
+    assert found[topical.memory.id][1].last_injected_at == used
+    expr = service.store.recall_filter(
+        me.tenant, me.user, project_id=None, task=None, now_ts=at.timestamp()
+    )
+    vector = (await service.embedder.embed(["green tea"]))[0]
+    _, by_vector = await service.store.vector_hits(expr, vector, 20, load=True)
+    _, by_text = await service.store.text_hits(expr, "green tea", 20, load=True)
+    for memory in [*by_vector.values(), *by_text.values()]:
+        assert (memory.created_at, memory.expires_at) == (at, until), memory.id

@@ -21,7 +21,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.memory.candidates import STREAM
+from gateway.storage.candidates import STREAM
 from tests.conftest import Gateway, GatewayFactory, Upstream
 from tests.test_recall import User, memory_message
 

@@ -165,7 +165,7 @@ async def test_with_an_upstream_embedder_start_up_only_reports_other_models(
         with structlog.testing.capture_logs() as logs:
             assert await carry_over(new) == 0
         [event] = [e for e in logs if e["event"] == "memories_under_another_model"]
-        assert event["indexes"] == {"memgate-mem-usem3q8-512": 1}
+        assert event["indexes"] == {"memgate-mem-usem3q8-512-v2": 1}
         assert (
             len(await Memories(old_store, shared_embedder, load_policy(), SystemClock()).list(me))
             == 1

@@ -522,9 +522,7 @@ async def trace_page(
         )
     candidates = trace.get("candidates") or []
     ids = [cand["id"] for cand in candidates]
-    found = await services.store.load_memories(
-        [services.store.memory_key(ident.tenant, ident.user, i) for i in ids]
-    )
+    found = await services.store.memories_by_id(ident.tenant, ident.user, ids)
     by_id = {memory.id: memory.content for memory in found.values()}
     contents = {i: by_id.get(i, "") for i in ids}
     return _page(

@@ -9,8 +9,8 @@ memories' texts); ``drain_once``/``run_worker`` read it with a consumer group an
 after the job is fully handled, so a crash or restart loses no queued work: unacknowledged
 jobs are re-read by the same consumer or claimed (XAUTOCLAIM) by another one.
 
-Redis access for candidates lives here in ``CandidateQueue`` (keys built with the store's key
-helper) until it moves into ``gateway/storage/store.py``.
+Every Redis call is ``gateway.storage.candidates.CandidateStore``'s; this module decides
+what is queued, confirmed, rejected and mined.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import os
 import re
 import socket
@@ -40,8 +39,9 @@ from gateway.memory.policy import Policy
 from gateway.memory.records import Memory, content_key
 from gateway.memory.sensitivity import redact
 from gateway.observability.metrics import Metrics
-from gateway.storage import RedisError, ResponseError
-from gateway.storage.store import KEY_ROOT, Store
+from gateway.storage import RedisError
+from gateway.storage.candidates import CandidateStore, Entry
+from gateway.storage.store import Store
 from gateway.wire import new_user_text
 
 __all__ = ["CANDIDATE_ID", "CandidateQueue", "new_candidate_id"]
@@ -49,22 +49,12 @@ __all__ = ["CANDIDATE_ID", "CandidateQueue", "new_candidate_id"]
 log = structlog.get_logger("memgate.mine")
 
 CANDIDATE_ID = re.compile(r"cand_[0-9a-f]{24}")
-STREAM = f"{KEY_ROOT}:mine"
-GROUP = "miners"
 _JOB_VERSION = 1
 _CLAIM_SECONDS = 120  # longer than any one confirm takes; a crashed confirm's claim expires
 
 
 def new_candidate_id() -> str:
     return "cand_" + uuid.uuid4().hex[:24]
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _decode(raw: dict[Any, Any]) -> dict[str, str]:
-    return {_s(k): _s(v) for k, v in raw.items()}
 
 
 class CandidateQueue:
@@ -78,20 +68,18 @@ class CandidateQueue:
         clock: Clock,
         *,
         metrics: Metrics | None = None,
-        stream: str = STREAM,
-        group: str = GROUP,
+        stream: str | None = None,
+        group: str | None = None,
         consumer: str | None = None,
         claim_idle_ms: int = 60_000,
         trace_ttl_days: int | None = None,
         extractor: Extractor | None = None,
     ) -> None:
         self.store = store
-        self.redis = store.redis
+        self.storage = CandidateStore(store, stream=stream, group=group)
         self.policy = policy
         self.clock = clock
         self.metrics = metrics
-        self.stream = stream
-        self.group = group
         # A stable name (host + pid) lets a restarted process re-read its own pending jobs.
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.claim_idle_ms = claim_idle_ms
@@ -102,22 +90,13 @@ class CandidateQueue:
         self._group_ready = False
         self._waiting = False  # in the blocking read for new jobs, nothing in hand
 
-    # -- keys ------------------------------------------------------------------------------
+    @property
+    def stream(self) -> str:
+        return self.storage.stream
 
-    def _cand(self, ident: Identity, cid: str) -> str:
-        return self.store._key("cand", ident.tenant, ident.user, cid)
-
-    def _index(self, ident: Identity) -> str:
-        return self.store._key("candidx", ident.tenant, ident.user)
-
-    def _pending_keys(self, ident: Identity) -> str:
-        return self.store._key("candkeys", ident.tenant, ident.user)
-
-    def _rejected(self, ident: Identity) -> str:
-        return self.store._key("candrej", ident.tenant, ident.user)
-
-    def _last_trace(self, ident: Identity) -> str:
-        return self.store._key("candlast", ident.tenant, ident.user)
+    @property
+    def group(self) -> str:
+        return self.storage.group
 
     # -- metrics ---------------------------------------------------------------------------
 
@@ -146,17 +125,17 @@ class CandidateQueue:
         """
         now = self.clock.now()
         ck = content_key(proposal.content)
-        async with self.store.user_lock(ident.tenant, ident.user):
-            if await self.redis.sismember(self._rejected(ident), ck):
+        storage, tenant, user = self.storage, ident.tenant, ident.user
+        async with self.store.user_lock(tenant, user):
+            if await storage.is_rejected(tenant, user, ck):
                 return "rejected_before"
-            pending = await self.redis.hget(self._pending_keys(ident), ck)
-            if pending and await self.redis.exists(self._cand(ident, _s(pending))):
+            if await storage.has_pending(tenant, user, ck):
                 return "duplicate"
             if await self._active_duplicate(ident, ck, proposal):
                 return "duplicate"
             cid = new_candidate_id()
             expires = now.timestamp() + self.ttl_seconds
-            fields: Any = {
+            fields = {
                 "id": cid,
                 "tenant": ident.tenant,
                 "user": ident.user,
@@ -181,15 +160,7 @@ class CandidateQueue:
                 "created_at": to_iso(now) or "",
                 "expires_at": f"{expires:.3f}",
             }
-            at = int(expires) + 1
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(self._cand(ident, cid), mapping=fields)
-                pipe.expireat(self._cand(ident, cid), at)
-                pipe.zadd(self._index(ident), {cid: expires})
-                pipe.expireat(self._index(ident), at)
-                pipe.hset(self._pending_keys(ident), ck, cid)
-                pipe.expireat(self._pending_keys(ident), at)
-                await pipe.execute()
+            await storage.add(tenant, user, fields, expires)
         return "queued"
 
     async def _active_duplicate(self, ident: Identity, ck: str, proposal: Proposal) -> bool:
@@ -203,24 +174,7 @@ class CandidateQueue:
     async def list(self, ident: Identity) -> builtins.list[dict[str, Any]]:
         """The user's pending candidates, oldest first, as API objects."""
         now = self.clock.now().timestamp()
-        index = self._index(ident)
-        await self.redis.zremrangebyscore(index, "-inf", now)
-        ids = [_s(c) for c in await self.redis.zrange(index, 0, -1)]
-        if not ids:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for cid in ids:
-                pipe.hgetall(self._cand(ident, cid))
-            rows = await pipe.execute()
-        out, gone = [], []
-        for cid, raw in zip(ids, rows, strict=True):
-            if raw:
-                out.append(_to_api(_decode(raw)))
-            else:
-                gone.append(cid)
-        if gone:
-            await self.redis.zrem(index, *gone)
-        return out
+        return [_to_api(c) for c in await self.storage.pending(ident.tenant, ident.user, now)]
 
     async def get(self, ident: Identity, cid: str) -> dict[str, Any]:
         return _to_api(await self._raw(ident, cid))
@@ -228,20 +182,13 @@ class CandidateQueue:
     async def _raw(self, ident: Identity, cid: str) -> dict[str, str]:
         if not isinstance(cid, str) or not CANDIDATE_ID.fullmatch(cid):
             raise NotFound(f"No memory candidate with id {str(cid)[:40]!r}.", param="id")
-        raw = await self.redis.hgetall(self._cand(ident, cid))
-        if not raw:
+        cand = await self.storage.get(ident.tenant, ident.user, cid)
+        if cand is None:
             raise NotFound(f"No memory candidate with id {cid!r}.", param="id")
-        return _decode(raw)
+        return cand
 
     async def _remove(self, ident: Identity, cand: dict[str, str]) -> None:
-        cid = cand["id"]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self._cand(ident, cid))
-            pipe.zrem(self._index(ident), cid)
-            await pipe.execute()
-        keys = self._pending_keys(ident)
-        if _s(await self.redis.hget(keys, cand["content_key"]) or b"") == cid:
-            await self.redis.hdel(keys, cand["content_key"])
+        await self.storage.remove(ident.tenant, ident.user, cand["id"], cand["content_key"])
 
     async def confirm(
         self, ident: Identity, cid: str, memories: Memories, edits: dict[str, Any] | None = None
@@ -267,20 +214,19 @@ class CandidateQueue:
         """One decision per candidate: whoever sets the claim first decides it; a second
         confirm (or reject) meanwhile gets 409, and one after the decision 404. A claim
         left by a crashed process expires."""
-        key = self.store._key("candclaim", ident.tenant, ident.user, cid)
+        storage, tenant, user = self.storage, ident.tenant, ident.user
         token = uuid.uuid4().hex
-        if not await self.redis.set(key, token, nx=True, ex=_CLAIM_SECONDS):
+        if not await storage.claim(tenant, user, cid, token, _CLAIM_SECONDS):
             raise Conflict(
                 f"Memory candidate {cid!r} is being decided by another request.", param="id"
             )
         try:
             # A decision that finished between our read and our claim removed it.
-            if not await self.redis.exists(self._cand(ident, cid)):
+            if not await storage.exists(tenant, user, cid):
                 raise NotFound(f"No memory candidate with id {cid!r}.", param="id")
             yield
         finally:
-            if _s(await self.redis.get(key) or b"") == token:
-                await self.redis.delete(key)
+            await storage.release(tenant, user, cid, token)
 
     async def _confirm(
         self, ident: Identity, cand: dict[str, str], memories: Memories, edits: dict[str, Any]
@@ -344,7 +290,7 @@ class CandidateQueue:
         """The user said no: drop it and never propose the same content again."""
         cand = await self._raw(ident, cid)
         async with self._claim(ident, cid):
-            await self.redis.sadd(self._rejected(ident), cand["content_key"])
+            await self.storage.reject(ident.tenant, ident.user, cand["content_key"])
             await self._remove(ident, cand)
         self._decide("rejected")
 
@@ -360,35 +306,14 @@ class CandidateQueue:
                     removed += 1
             return removed
         removed = len(await self.list(ident))
-        await self._drop_jobs(ident)
+        # Mining jobs still queued for this user carry their latest message.
+        await self.storage.drop_jobs(ident.tenant, ident.user)
         await self.store.forget_user(ident.tenant, ident.user)
         return removed
 
-    async def _drop_jobs(self, ident: Identity) -> None:
-        """Mining jobs still queued for this user carry their latest message: delete them."""
-        doomed: builtins.list[Any] = []
-        start = "-"
-        while True:
-            rows: Any = await self.redis.xrange(self.stream, min=start, count=500)
-            for entry_id, fields in rows:
-                try:
-                    job = json.loads(_s(fields.get(b"job") or fields.get("job") or b"{}"))
-                except ValueError:
-                    continue
-                if job.get("tenant") == ident.tenant and job.get("user") == ident.user:
-                    doomed.append(entry_id)
-            if len(rows) < 500:
-                break
-            start = "(" + _s(rows[-1][0])
-        if doomed:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.xack(self.stream, self.group, *doomed)
-                pipe.xdel(self.stream, *doomed)
-                await pipe.execute()
-
     async def pending_count(self, ident: Identity) -> int:
         now = self.clock.now().timestamp()
-        return int(await self.redis.zcount(self._index(ident), f"({now}", "+inf"))
+        return await self.storage.count(ident.tenant, ident.user, now)
 
     # -- durable mining --------------------------------------------------------------------
 
@@ -405,7 +330,7 @@ class CandidateQueue:
         travel as ``mining_key``s, never as text."""
         trace = trace_id or ident.trace_id
         # Remember this answer's trace: a correction in the next message corrects it.
-        prev = await self.redis.set(self._last_trace(ident), trace, ex=self.trace_ttl, get=True)
+        prev = await self.storage.swap_last_trace(ident.tenant, ident.user, trace, self.trace_ttl)
         if ident.mode == "off":
             return None
         text = new_user_text(messages)
@@ -419,21 +344,16 @@ class CandidateQueue:
             "project_id": ident.project_id,
             "task": ident.task,
             "trace_id": trace,
-            "prev_trace": _s(prev) if prev else None,
+            "prev_trace": prev,
             "text": redact(text, self.policy, min_level="high"),
             "injected": sorted(keys),
         }
-        entry = await self.redis.xadd(self.stream, {"job": json.dumps(job, ensure_ascii=False)})
-        return _s(entry)
+        return await self.storage.submit(job)
 
     async def ensure_group(self) -> None:
         if self._group_ready:
             return
-        try:
-            await self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await self.storage.ensure_group()
         self._group_ready = True
 
     async def drain_once(
@@ -444,54 +364,34 @@ class CandidateQueue:
         outcomes (metrics labels) of everything handled."""
         await self.ensure_group()
         outcomes: builtins.list[str] = []
-        entries = await self._read("0", count, None)
+        storage, consumer = self.storage, self.consumer
+        entries: builtins.list[Entry] = await storage.read(consumer, "0", count, None)
         if claim:
-            claimed: Any = await self.redis.xautoclaim(
-                self.stream,
-                self.group,
-                self.consumer,
-                min_idle_time=self.claim_idle_ms,
-                start_id="0-0",
-                count=count,
-            )
-            entries += [(eid, fields) for eid, fields in claimed[1] if fields]
+            entries += await storage.claim_idle(consumer, self.claim_idle_ms, count)
         if not entries:
             self._waiting = True  # nothing in hand: the worker may cancel this read to stop
             try:
-                entries = await self._read(">", count, block_ms)
+                entries = await storage.read(consumer, ">", count, block_ms)
             finally:
                 self._waiting = False
-        for entry_id, fields in entries:
-            outcomes += await self._handle_entry(_s(entry_id), fields)
+        for entry_id, job in entries:
+            outcomes += await self._handle_entry(entry_id, job)
         return outcomes
 
-    async def _read(
-        self, start: str, count: int, block_ms: int | None
-    ) -> builtins.list[tuple[Any, dict[Any, Any]]]:
-        reply: Any = await self.redis.xreadgroup(
-            self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
+    async def _handle_entry(self, entry_id: str, job: Any) -> builtins.list[str]:
+        valid = (
+            isinstance(job, dict)
+            and job.get("v") == _JOB_VERSION
+            and job.get("tenant")
+            and job.get("user")
         )
-        entries: builtins.list[tuple[Any, dict[Any, Any]]] = []
-        for _stream, rows in reply or []:
-            entries += [(eid, fields) for eid, fields in rows if fields]
-        return entries
-
-    async def _handle_entry(self, entry_id: str, fields: dict[Any, Any]) -> builtins.list[str]:
-        try:
-            job = json.loads(_s(fields.get(b"job") or fields.get("job") or b"{}"))
-            valid = job.get("v") == _JOB_VERSION and job.get("tenant") and job.get("user")
-        except (ValueError, AttributeError):
-            valid = False
         outcomes: builtins.list[str] = []
         if valid:
             # A failure here leaves the job pending: it is retried, never lost.
             outcomes = await self.mine_job(job)
         else:
             log.warning("mine_job_dropped", entry=entry_id, reason="malformed")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.stream, self.group, entry_id)
-            pipe.xdel(self.stream, entry_id)
-            await pipe.execute()
+        await self.storage.ack(entry_id)
         return outcomes
 
     async def mine_job(self, job: dict[str, Any]) -> builtins.list[str]:

@@ -1,4 +1,5 @@
-"""The one module that queries Redis. Every other module asks the store; none holds a client.
+"""The memory store: memories, their searches, settings, traces and gateway keys in Redis.
+Other layers ask the storage package; none holds a client.
 
 Isolation is structural: every key carries the tenant and the user, every search carries an
 exact, case-sensitive tag filter on both (values escaped by redisvl), and an empty tenant or
@@ -20,6 +21,8 @@ import numpy as np
 import redis.asyncio as aredis
 from redis.commands.search import reducers
 from redis.commands.search.aggregation import AggregateRequest
+from redis.commands.search.field import NumericField
+from redis.commands.search.index_definition import IndexDefinition, IndexType
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, RedisError, ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -34,6 +37,8 @@ KEY_ROOT = "memgate"
 # Each embedding model's memories: an index named and a key prefix started like this.
 _MEMORY_INDEX = f"{KEY_ROOT}-mem-"
 _MEMORY_KEYS = f"{KEY_ROOT}:mem:"
+# How long start-up waits for Redis to index the memories it holds into a new index.
+INDEX_BUILD_WAIT = 60.0
 RECENT_TRACES = 50
 _MAX_PAGE = 10_000
 # Per user and day, how many memories recall injected and dropped (by reason): counts only,
@@ -59,6 +64,11 @@ def _need(value: str, what: str) -> str:
     if not _TAG_VALUE.fullmatch(value):
         raise NoMatch(what)
     return value
+
+
+def user_key(kind: str, tenant: str, user: str, *rest: str) -> str:
+    """A per-user key: ``memgate:<kind>:<tenant>:<user>[:<rest>...]``."""
+    return ":".join((KEY_ROOT, kind, _need(tenant, "tenant"), _need(user, "user"), *rest))
 
 
 def owner_filter(tenant: str, user: str) -> FilterExpression:
@@ -96,9 +106,8 @@ _MEMORY_FIELDS = [
     "evidence_excerpt",
     "embedding_model",
 ]
-# HMGET for many keys in one command: a redis-py pipeline of one HMGET per key costs about
-# 60 us of client time per key (2.3 ms for a recall's ~35 candidates, measured), the script
-# about 1 ms in all.
+# HMGET for many keys in one command: a redis-py pipeline of one HMGET per key costs far
+# more client time per key than the script (``memgate bench recall`` compares the two).
 _LOAD_SLICE = 200
 _HMGET_MANY = """
 local out = {}
@@ -106,22 +115,6 @@ for i, key in ipairs(KEYS) do
   out[i] = redis.call('HMGET', key, unpack(ARGV))
 end
 return out
-"""
-# FT.SEARCH and the found memories' fields in one round trip. Timed alone at 10k memories,
-# the script call took 1.3-1.5 ms, a search and then a load (memories built) 2.1-2.6 ms;
-# within whole recalls the p50 gain was smaller (about 0.3 ms over five paired runs). It
-# reads keys it learns from the search itself, so it declares no-cluster: the store wants a
-# standalone Redis, as its key-spanning HMGET script does too.
-# ARGV: n, the row step of the reply (2, or 3 with scores), n FT.SEARCH arguments, fields.
-_SEARCH_AND_LOAD = """#!lua flags=no-writes,no-cluster
-local n, step = tonumber(ARGV[1]), tonumber(ARGV[2])
-local found = redis.call('FT.SEARCH', unpack(ARGV, 3, n + 2))
-local fields = {unpack(ARGV, n + 3)}
-local rows = {}
-for i = 2, #found, step do
-  rows[#rows + 1] = redis.call('HMGET', found[i], unpack(fields))
-end
-return {found, rows}
 """
 _MARK_INJECTED = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -132,7 +125,9 @@ return 0
 """
 
 
-# A gateway key by the SHA-256 of its secret, and whether any key exists, in one round trip.
+# A gateway key by the SHA-256 of its secret, and whether any key exists, in one round trip
+# on every request. It reads the record whose id the lookup finds, a key it cannot declare
+# up front (declaring it would cost a second round trip), hence no-cluster.
 _GATEWAY_KEY_LOOKUP = """#!lua flags=no-writes,no-cluster
 local n = redis.call('SCARD', KEYS[2])
 local id = redis.call('GET', KEYS[1])
@@ -160,7 +155,51 @@ class Neighbour:
     similarity: float
 
 
+# The memory index's schema version, part of its name: a release that changes the schema
+# builds a new index over the same key prefix (see ``Store.ensure_memory_index``).
+SCHEMA_VERSION = 2
+# Numeric attributes are declared under an alias (``created_at AS created_at_num``): FT.SEARCH
+# RETURN of a hash field that is itself a NUMERIC attribute gives the indexed double printed
+# to 12 significant digits (timestamps lose their sub-centisecond part), while RETURN of a
+# field no attribute is named after reads the hash as written. Filters and sorts name the
+# alias (``num``, ``numeric_attribute``); hash fields and RETURN keep the plain names.
+NUMERIC_FIELDS = (
+    "created_at",
+    "updated_at",
+    "confirmed_at",
+    "expires_ts",
+    "inject_count",
+    "last_injected_at",
+    "confidence",
+)
+
+
+def numeric_attribute(field: str) -> str:
+    """The index attribute a numeric hash field is filtered and sorted by."""
+    if field not in NUMERIC_FIELDS:
+        raise ValueError(f"{field!r} is not a numeric attribute of the memory index")
+    return f"{field}_num"
+
+
+def num(field: str) -> Num:
+    """A numeric filter on a memory hash field (through its alias)."""
+    return Num(numeric_attribute(field))
+
+
+def memory_index_name(model_id: str, dims: int) -> str:
+    return f"{_MEMORY_INDEX}{model_id}-{dims}-v{SCHEMA_VERSION}"
+
+
+def _schema_version(index_name: str) -> int:
+    """The schema version a memory index's name carries (names of the first schema end
+    with the dimensions, and carry none)."""
+    found = re.search(r"-v(\d+)$", index_name)
+    return int(found.group(1)) if found else 1
+
+
 def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
+    """The memory index as redisvl sees it (queries, validation); numeric attributes appear
+    under their aliases. ``create_memory_index`` maps them back to their hash fields."""
     tag = {"case_sensitive": True}
     return IndexSchema.from_dict(
         {
@@ -185,18 +224,7 @@ def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
                 ),
                 {"name": "topics", "type": "tag", "attrs": {"separator": ","}},
                 {"name": "search_text", "type": "text"},
-                *(
-                    {"name": n, "type": "numeric"}
-                    for n in (
-                        "created_at",
-                        "updated_at",
-                        "confirmed_at",
-                        "expires_ts",
-                        "inject_count",
-                        "last_injected_at",
-                        "confidence",
-                    )
-                ),
+                *({"name": numeric_attribute(n), "type": "numeric"} for n in NUMERIC_FIELDS),
                 {
                     "name": "embedding",
                     "type": "vector",
@@ -210,6 +238,18 @@ def memory_schema(name: str, prefix: str, dims: int) -> IndexSchema:
             ],
         }
     )
+
+
+def _redis_fields(schema: IndexSchema) -> list[Any]:
+    """The schema's FT.CREATE fields, each numeric one read from its hash field ``AS`` its
+    alias (redisvl names a hash attribute only after its field)."""
+    hash_field = {numeric_attribute(n): n for n in NUMERIC_FIELDS}
+    return [
+        NumericField(hash_field[f.name], as_name=f.name)
+        if f.name in hash_field
+        else f.as_redis_field()
+        for f in schema.fields.values()
+    ]
 
 
 # Faults that mean "Redis is not answering" (down, hung, loading, pool exhausted, a lock not
@@ -258,9 +298,9 @@ class Store:
         self.redis: aredis.Redis = aredis.Redis.from_pool(pool)
         self._index: AsyncSearchIndex | None = None
         self._prefix = ""
+        self._built = False
         self._mark = self.redis.register_script(_MARK_INJECTED)
         self._hmget_many = self.redis.register_script(_HMGET_MANY)
-        self._search_and_load = self.redis.register_script(_SEARCH_AND_LOAD)
         self._gateway_key_lookup = self.redis.register_script(_GATEWAY_KEY_LOOKUP)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -277,36 +317,108 @@ class Store:
                 "for the embedded one."
             ) from None
 
-    async def ensure_memory_index(self, model_id: str, dims: int) -> None:
-        """One index per embedding model and size, so vectors of two models never mix."""
-        name = f"{_MEMORY_INDEX}{model_id}-{dims}"
+    async def ensure_memory_index(
+        self, model_id: str, dims: int, *, build_wait: float = INDEX_BUILD_WAIT
+    ) -> None:
+        """One index per embedding model and size, so vectors of two models never mix.
+
+        A new index over memories already stored (the first start of a release with a new
+        ``SCHEMA_VERSION``, or a new model whose memories were moved in) is filled by Redis
+        in the background; until that is done a search misses memories. So this waits up
+        to ``build_wait`` seconds for it; past that the gateway serves, and ``readiness``
+        reports the index not ready until Redis is done. An index of an earlier schema over
+        the same prefix is left to replicas of the previous release
+        (``previous_memory_indexes``).
+        """
+        name = memory_index_name(model_id, dims)
         if self._index is not None and self._index.name == name:
             return
-        self._prefix = f"{_MEMORY_KEYS}{model_id}-{dims}"
-        index = AsyncSearchIndex(memory_schema(name, self._prefix, dims), redis_client=self.redis)
+        prefix = f"{_MEMORY_KEYS}{model_id}-{dims}"
+        schema = memory_schema(name, prefix, dims)
+        index = AsyncSearchIndex(schema, redis_client=self.redis)
         if not await index.exists():
-            await index.create(overwrite=False)
-        else:
-            await self._add_missing_fields(name)
+            try:
+                await self.redis.ft(name).create_index(
+                    _redis_fields(schema),
+                    definition=IndexDefinition(prefix=[prefix], index_type=IndexType.HASH),
+                )
+            except ResponseError as exc:  # another replica created it first
+                if "already exists" not in str(exc):
+                    raise
+        self._prefix = prefix
         self._index = index
+        self._built = False
+        await self.wait_index_built(build_wait)
 
-    async def _add_missing_fields(self, name: str) -> None:
-        """An index made by an earlier release gains the fields added since (Redis indexes
-        the documents it already holds again in the background)."""
-        info = await self.redis.ft(name).info()
-        have = {
-            _s(dict(zip(a[::2], a[1::2], strict=False)).get(b"identifier", b""))
-            for a in info.get("attributes", [])
-        }
-        for field, extra in (("applies", ["CASESENSITIVE"]), ("topics", ["SEPARATOR", ","])):
-            if field not in have:
+    async def wait_index_built(self, within: float) -> bool:
+        """Whether Redis has indexed every memory it held when the index was created,
+        waiting up to ``within`` seconds for it."""
+        deadline = asyncio.get_running_loop().time() + within
+        while not await self.index_built():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def index_built(self) -> bool:
+        """Whether Redis is done indexing the memories it held when the index was created
+        (asked of Redis until it says so once)."""
+        if not self._built:
+            info = await self._info(self.index.name)
+            self._built = _s(info.get("indexing", b"0")) in ("0", "0.0")
+        return self._built
+
+    async def _info(self, name: str) -> dict[str, Any]:
+        """FT.INFO with its keys decoded, whichever protocol the connection speaks."""
+        raw = await self.redis.execute_command("FT.INFO", name)
+        pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=False)
+        return {_s(key): value for key, value in pairs}
+
+    async def _memory_indexes(self) -> dict[str, str]:
+        """Every memory index (of any model and schema) -> the key prefix it covers."""
+        found: dict[str, str] = {}
+        for raw in await self.redis.execute_command("FT._LIST"):
+            name = _s(raw)
+            if not name.startswith(_MEMORY_INDEX):
+                continue
+            try:
+                info = await self._info(name)
+            except ResponseError:  # dropped meanwhile
+                continue
+            definition = info.get("index_definition") or []
+            if isinstance(definition, list):
+                definition = dict(zip(definition[::2], definition[1::2], strict=False))
+            prefixes = {_s(k): v for k, v in definition.items()}.get("prefixes") or [b""]
+            found[name] = _s(prefixes[0]).rstrip(":")
+        return found
+
+    async def previous_memory_indexes(self) -> list[str]:
+        """Indexes over the current model's memories made by an earlier schema: replicas of
+        the previous release search them during a rolling upgrade; afterwards they only
+        cost Redis memory and write time (``drop_previous_memory_indexes``)."""
+        return sorted(
+            name
+            for name, prefix in (await self._memory_indexes()).items()
+            if prefix == self._prefix and _schema_version(name) < SCHEMA_VERSION
+        )
+
+    async def drop_previous_memory_indexes(self) -> list[str]:
+        """Drop every memory index of an earlier schema whose key prefix an index of this
+        schema covers, whatever the model, keeping the memories themselves (FT.DROPINDEX
+        without DD). Returns the names dropped."""
+        indexes = await self._memory_indexes()
+        covered = {p for n, p in indexes.items() if _schema_version(n) == SCHEMA_VERSION}
+        dropped = []
+        for name, prefix in sorted(indexes.items()):
+            if prefix in covered and _schema_version(name) < SCHEMA_VERSION:
                 try:
-                    await self.redis.execute_command(
-                        "FT.ALTER", name, "SCHEMA", "ADD", field, "TAG", *extra
-                    )
-                except ResponseError as exc:  # another replica added it first
-                    if "Duplicate" not in str(exc):
+                    await self.redis.execute_command("FT.DROPINDEX", name)
+                except ResponseError as exc:  # another process dropped it first
+                    if "unknown index" not in str(exc).lower():
                         raise
+                    continue
+                dropped.append(name)
+        return dropped
 
     @property
     def index_ready(self) -> bool:
@@ -319,12 +431,15 @@ class Store:
         return self._index
 
     async def readiness(self, within: float = 1.0) -> dict[str, Any]:
-        """Redis answers and the index exists, decided within ``within`` seconds (a probe
-        gives up after its own timeout: a hung Redis must not hang the answer)."""
+        """Redis answers and the index exists and holds every memory, decided within
+        ``within`` seconds (a probe gives up after its own timeout: a hung Redis must not
+        hang the answer)."""
         try:
             async with asyncio.timeout(within):
                 await self.redis.ping()
-                index_ok = bool(self._index and await self._index.exists())
+                index_ok = bool(
+                    self._index and await self._index.exists() and await self.index_built()
+                )
         except Exception as exc:
             if not (isinstance(exc, RedisError | TimeoutError) or backend_unavailable(exc)):
                 raise
@@ -349,7 +464,7 @@ class Store:
 
     @staticmethod
     def _key(kind: str, tenant: str, user: str, *rest: str) -> str:
-        return ":".join((KEY_ROOT, kind, _need(tenant, "tenant"), _need(user, "user"), *rest))
+        return user_key(kind, tenant, user, *rest)
 
     @asynccontextmanager
     async def user_lock(self, tenant: str, user: str) -> AsyncIterator[None]:
@@ -458,7 +573,7 @@ class Store:
         except NoMatch:
             return []
         query = FilterQuery(filter_expression=expr, return_fields=[], num_results=limit)
-        query.sort_by("updated_at", asc=False)
+        query.sort_by(numeric_attribute("updated_at"), asc=False)
         keys = [doc["id"] for doc in await self.index.query(query)]
         return await self._load(keys)
 
@@ -485,6 +600,17 @@ class Store:
             part = keys[start : start + _LOAD_SLICE]
             out.update(_memories(part, await self._hmget_many(keys=part, args=fields), fields))
         return out
+
+    async def memories_by_id(self, tenant: str, user: str, ids: list[str]) -> dict[str, Memory]:
+        """The owner's memories with these ids, by id, read in one round trip; an id that is
+        no memory's (any more) is absent."""
+        keys = []
+        for memory_id in ids:
+            try:
+                keys.append(self.memory_key(tenant, user, _need(memory_id, "id")))
+            except NoMatch:
+                continue
+        return {m.id: m for m in (await self.load_memories(keys)).values()}
 
     async def similar_memories(
         self,
@@ -525,8 +651,8 @@ class Store:
     async def count_unused(self, saved_before_ts: float) -> tuple[int, int]:
         """Active memories saved before ``saved_before_ts``, and how many of them were never
         injected (two counts over the index, all tenants)."""
-        aged = (Tag("status") == "active") & (Num("created_at") < saved_before_ts)
-        unused = aged & (Num("inject_count") == 0)
+        aged = (Tag("status") == "active") & (num("created_at") < saved_before_ts)
+        unused = aged & (num("inject_count") == 0)
         return (
             int(await self.index.query(CountQuery(aged))),
             int(await self.index.query(CountQuery(unused))),
@@ -599,7 +725,7 @@ class Store:
             owner_filter(tenant, user)
             & (Tag("status") == "active")
             & scope
-            & (Num("expires_ts") > now_ts)
+            & (num("expires_ts") > now_ts)
         )
         if applies is not None:
             expr = expr & (Tag("applies") == applies)
@@ -616,7 +742,7 @@ class Store:
         """Up to ``pool`` memories a tag filter selects: the standing lane, which needs no
         vector and no keywords. Unsorted (a sort costs Redis more than the lane itself);
         the recaller orders them, and a user has far fewer standing memories than a pool."""
-        query = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=pool)
+        query = FilterQuery(filter_expression=expr, return_fields=_returned(True), num_results=pool)
         _, memories = await self.search(query, load=True)
         return memories
 
@@ -639,7 +765,7 @@ class Store:
                 text=query_text,
                 text_field_name="search_text",
                 filter_expression=expr,
-                return_fields=["id"],
+                return_fields=_returned(load),
                 num_results=pool,
                 stopwords=None,
             )
@@ -656,8 +782,8 @@ class Store:
                 "BM25STD",
                 "WITHSCORES",
                 "RETURN",
-                1,
-                "id",
+                len(_returned(load)),
+                *_returned(load),
                 "DIALECT",
                 2,
                 "LIMIT",
@@ -681,7 +807,7 @@ class Store:
         query = VectorQuery(
             vector=np.asarray(vector, np.float32).tobytes(),
             vector_field_name="embedding",
-            return_fields=["id"],
+            return_fields=_returned(load),
             filter_expression=expr,
             num_results=pool,
             # For a user with many memories, walking the HNSW graph in batches beats the
@@ -698,9 +824,10 @@ class Store:
     async def search(
         self, query: TextQuery | VectorQuery | FilterQuery, *, load: bool = False
     ) -> tuple[list[dict[bytes, Any]], dict[str, Memory]]:
-        """FT.SEARCH for a query redisvl built, the reply read here (on the recall path
-        redisvl's own result handling cost about 0.45 ms per search, measured), and with
-        ``load`` the found memories by key, read by the same script call."""
+        """FT.SEARCH for a query redisvl built, the reply read here (redisvl's own result
+        handling costs the recall path more than the parsing it needs), and with ``load``
+        the found memories by key, built from the fields the query RETURNs
+        (``_returned(True)``): one command, which a clustered Query Engine runs too."""
         params = [part for pair in query.params.items() for part in pair]
         args = [
             self.index.name,
@@ -712,15 +839,9 @@ class Store:
     async def _run(
         self, args: list[Any], load: bool
     ) -> tuple[list[dict[bytes, Any]], dict[str, Memory]]:
-        with_scores = "WITHSCORES" in args
-        if not load:
-            reply = await self.redis.execute_command("FT.SEARCH", *args)
-            return search_results(reply, with_scores=with_scores), {}
-        found, rows = await self._search_and_load(
-            args=[len(args), 3 if with_scores else 2, *args, *_RECALL_FIELDS]
-        )
-        results = search_results(found, with_scores=with_scores)
-        return results, _memories([_s(row[b"id"]) for row in results], rows, _RECALL_FIELDS)
+        reply = await self.redis.execute_command("FT.SEARCH", *args)
+        results = search_results(reply, with_scores="WITHSCORES" in args)
+        return results, (_found_memories(results) if load else {})
 
     async def recall_candidates(
         self,
@@ -957,14 +1078,17 @@ class Store:
 
     async def other_model_indexes(self) -> dict[str, int]:
         """Memory indexes of other embedding models (name -> documents), left from before
-        a model change."""
-        mine = self.index.name
+        a model change: one per key prefix, of the newest schema there."""
+        newest: dict[str, str] = {}
+        for name, prefix in (await self._memory_indexes()).items():
+            if prefix != self._prefix and (
+                prefix not in newest or _schema_version(name) > _schema_version(newest[prefix])
+            ):
+                newest[prefix] = name
         found: dict[str, int] = {}
-        for raw in await self.redis.execute_command("FT._LIST"):
-            name = _s(raw)
-            if name.startswith(_MEMORY_INDEX) and name != mine:
-                info = await self.redis.ft(name).info()
-                found[name] = int(float(_s(info.get("num_docs", 0))))
+        for name in newest.values():
+            info = await self._info(name)
+            found[name] = int(float(_s(info.get("num_docs", 0))))
         return found
 
     async def memories_elsewhere(self) -> AsyncIterator[tuple[bytes, dict[bytes, bytes], int]]:
@@ -1035,6 +1159,28 @@ def _memories(keys: list[str], rows: list[Any], fields: list[str]) -> dict[str, 
         # fields per row), so from_hash's per-field type checks are not needed
         raw = {f: v.decode() for f, v in zip(fields, values, strict=True) if v is not None}
         if "content" in raw:
+            raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
+            out[key] = Memory.from_fields(raw)
+    return out
+
+
+def _returned(load: bool) -> list[str]:
+    """What a search RETURNs: the key alone, or with ``load`` every field recall reads."""
+    return _RECALL_FIELDS if load else ["id"]
+
+
+_RECALL_BYTES = [(field, field.encode()) for field in _RECALL_FIELDS]
+
+
+def _found_memories(results: list[dict[bytes, Any]]) -> dict[str, Memory]:
+    """Search rows that RETURNed the recall fields as memories by key; a row without
+    content (its key expired as it was read) is left out."""
+    out: dict[str, Memory] = {}
+    for row in results:
+        values = row[b"extra_attributes"]
+        raw = {f: v.decode() for f, b in _RECALL_BYTES if (v := values.get(b)) is not None}
+        if "content" in raw:
+            key = _s(row[b"id"])
             raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
             out[key] = Memory.from_fields(raw)
     return out
