@@ -113,7 +113,7 @@ async def test_an_index_of_the_previous_schema_upgrades_without_losing_a_memory(
         assert await store.index_built()
         assert (await store.readiness())["index"] is True
         assert len(await memories.list(me)) == len(texts)
-        body = {"messages": [{"role": "user", "content": "Which tea do I drink?"}]}
+        body = "Which tea do I drink?"
         result = await Recaller(store, embedder, policy, clock).recall(me, body)
         found = {c.memory.content for c in result.candidates}
         assert {"I drink green tea every morning", "Always answer me in English"} <= found

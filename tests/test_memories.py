@@ -582,7 +582,7 @@ async def test_recall_returns_a_memorys_times_exactly(service: Memories) -> None
     assert standing.memory.applies == "always" and topical.memory.applies == "relevant"
     used = at + timedelta(seconds=5, microseconds=987654)
     await service.store.mark_injected(me.tenant, me.user, [topical.memory.id], used.timestamp())
-    body = {"messages": [{"role": "user", "content": "Which tea do I drink in the morning?"}]}
+    body = "Which tea do I drink in the morning?"
     result = await Recaller(service.store, service.embedder, service.policy, clock).recall(me, body)
     found = {c.memory.id: (c.lane, c.memory) for c in result.candidates}
     assert set(found) == {standing.memory.id, topical.memory.id}
