@@ -150,6 +150,19 @@ def test_the_http_surface_does_not_import_storage() -> None:
     assert {m: n for m, n in offenders.items() if n} == {}
 
 
+def test_observability_imports_no_other_layer() -> None:
+    # Metrics and logs sit beneath the layers that report to them; their label values are
+    # their own (recall's drop reasons included).
+    offenders = {
+        module: sorted(
+            n for n in names if n.startswith(("gateway.memory", "gateway.http", "gateway.storage"))
+        )
+        for module, names in MODULES.items()
+        if _layer(module) == "observability"
+    }
+    assert {m: n for m, n in offenders.items() if n} == {}
+
+
 def test_no_two_modules_import_each_other() -> None:
     def imports(a: str, b: str) -> bool:
         return b in MODULES[a] and b != a

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.memory.policy import Policy
-from gateway.memory.recall import DROP_REASONS
+from gateway.observability.metrics import DROP_REASONS
 
 # One colour per drop reason, in DROP_REASONS order; injected memories are green.
 INJECTED_COLOUR = "#2e7d32"

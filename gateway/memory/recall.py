@@ -49,8 +49,6 @@ CHECKS = (
     "sensitivity",
     "paused",
 )
-# Every reason a candidate can be left out for: the checks, then the selection's cuts.
-DROP_REASONS = (*CHECKS, "limit", "budget")
 STANDING, TOPICAL = "standing", "topical"
 
 

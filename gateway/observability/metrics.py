@@ -34,8 +34,6 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from gateway.memory.recall import DROP_REASONS
-
 # The ``*_created`` companion series double the series count and nothing here uses them.
 disable_created_metrics()
 
@@ -47,6 +45,20 @@ UPSTREAM_ROUTES = ("chat", "responses", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")
+# Every reason recall can leave a candidate out for: its checks in the order it runs them
+# (``gateway.memory.recall.CHECKS``, held equal by a test), then the selection's cuts.
+DROP_REASONS = (
+    "expired",
+    "scope",
+    "source",
+    "threshold",
+    "superseded",
+    "conflict",
+    "sensitivity",
+    "paused",
+    "limit",
+    "budget",
+)
 CANDIDATE_OUTCOMES = (
     "queued",
     "refused_sensitive",
