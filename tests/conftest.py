@@ -19,6 +19,26 @@ from gateway.memory.tokens import prepare_cache
 from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
+# Fixtures that start Redis or a server: a test that uses one is not a unit test.
+SERVICE_FIXTURES = frozenset(
+    {"redis_url", "upstream_server", "upstream", "make_gateway", "gateway"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``unit`` (set per file or per test) means no Redis, servers or browsers, so that
+    ``pytest -m unit`` runs without them: a unit test that asks for a service fails here."""
+    wrong = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("unit")
+        and SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "marked unit but uses Redis or a server: " + ", ".join(sorted(wrong)[:10])
+        )
+
 
 @pytest.fixture
 def anyio_backend() -> str:

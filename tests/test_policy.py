@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEXT = default_policy_path().read_text(encoding="utf-8")
 SHIPPED = [path.read_text(encoding="utf-8") for path in shipped_policy_paths()]
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:

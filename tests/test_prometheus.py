@@ -107,6 +107,7 @@ def split_comparison(expr: str) -> tuple[str, str, str] | None:
     return expr[:at].strip(), op, expr[at + len(op) :].strip()
 
 
+@pytest.mark.unit
 def test_split_comparison() -> None:
     assert split_comparison('up{job="memgate"} == 0') == ('up{job="memgate"}', "==", "0")
     assert split_comparison('sum(rate(x{code!="200", r=~"a|b"}[5m])) / sum(y) > 0.05') == (
@@ -119,6 +120,7 @@ def test_split_comparison() -> None:
     assert split_comparison("rate(x[5m])") is None
 
 
+@pytest.mark.unit
 def test_substitute_variables() -> None:
     route = {"name": "route", "includeAll": True, "allValue": ".*", "query": "chat,admin"}
     mode = {"name": "mode", "query": "on,off"}
