@@ -14,9 +14,30 @@ from gateway.app import create_app
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.memory.embed import LocalEmbedder
+from gateway.memory.policy import Policy, load_policy
 from gateway.memory.tokens import prepare_cache
 from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
+
+# Fixtures that start Redis or a server: a test that uses one is not a unit test.
+SERVICE_FIXTURES = frozenset(
+    {"redis_url", "upstream_server", "upstream", "make_gateway", "gateway"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``unit`` (set per file or per test) means no Redis, servers or browsers, so that
+    ``pytest -m unit`` runs without them: a unit test that asks for a service fails here."""
+    wrong = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("unit")
+        and SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "marked unit but uses Redis or a server: " + ", ".join(sorted(wrong)[:10])
+        )
 
 
 @pytest.fixture
@@ -93,9 +114,21 @@ def shared_embedder() -> LocalEmbedder:
     return LocalEmbedder()
 
 
+@pytest.fixture(scope="session")
+def shipped_policy() -> Policy:
+    """The shipped policy, loaded and validated once per session; a gateway whose settings
+    name no policy file gets it instead of loading the same files again (the loader's own
+    tests load it themselves)."""
+    return load_policy()
+
+
 @pytest.fixture
 def make_gateway(
-    redis_url: str, upstream: Upstream, tmp_path: Path, shared_embedder: LocalEmbedder
+    redis_url: str,
+    upstream: Upstream,
+    tmp_path: Path,
+    shared_embedder: LocalEmbedder,
+    shipped_policy: Policy,
 ) -> Iterator[GatewayFactory]:
     """Start a gateway on a free port; keyword arguments override ``Settings`` fields."""
     started: list[ServerThread] = []
@@ -116,6 +149,7 @@ def make_gateway(
             redis_url=settings.redis_url or redis_url,
             clock=clock,
             embedder=shared_embedder,
+            policy=shipped_policy if settings.policy is None else None,
         )
         server = ServerThread(app, free_port()).start()
         started.append(server)

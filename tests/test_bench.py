@@ -50,12 +50,14 @@ def test_bench_proxy_smoke() -> None:
     assert "FAILED" not in out
 
 
+@pytest.mark.unit
 def test_percentile_interpolates() -> None:
     assert bench.percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert bench.percentile([1.0, 2.0], 0.5) == pytest.approx(1.5)
     assert bench.percentile([5.0], 0.99) == 5.0
 
 
+@pytest.mark.unit
 def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.run_proxy_bench(rounds=0) == 2
     assert "rounds >= 1" in capsys.readouterr().out

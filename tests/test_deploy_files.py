@@ -19,6 +19,8 @@ from gateway.config import env_var_names
 from gateway.memory.policy import parse_policy
 from gateway.observability.metrics import Metrics
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 GRAFANA = ROOT / "grafana"

@@ -73,15 +73,16 @@ def test_a_hung_redis_costs_chat_the_recall_budget_not_the_socket_timeout(
     make_gateway: GatewayFactory, own_redis: EmbeddedRedis
 ) -> None:
     # The Redis timeout is far longer than the policy's recall budget (1 s): the chat must
-    # come back without memory because of the budget, which the counter shows.
-    gw = make_gateway(redis_url=own_redis.url, redis_timeout=30.0)
+    # come back without memory because of the budget, which the counter shows, and before the
+    # client's own deadline, which a gateway waiting out the Redis timeout would pass.
+    gw = make_gateway(redis_url=own_redis.url, redis_timeout=300.0)
     me = User(gw)
     memory_id = me.remember("I prefer answers in French")
     assert me.injected(me.ask("Which language should you answer in?")) == [memory_id]
     before = counter(gw, "memgate_recall_over_budget_total")
     os.kill(pid_of(own_redis), signal.SIGSTOP)
     try:
-        raw = me.ask("Which language should you answer in?")
+        raw = me.ask("Which language should you answer in?", timeout=60)
         assert raw.http_response.status_code == 200
         assert me.injected(raw) == []
         assert counter(gw, "memgate_recall_over_budget_total") == before + 1

@@ -12,6 +12,8 @@ from gateway.memory.recall import CHECKS
 from gateway.observability import metrics as m
 from gateway.observability.metrics import Metrics
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 # family name (as the parser reports it: counters without ``_total``) -> (type, label names)
 EXPECTED = {
     "memgate_requests": ("counter", {"route", "code", "memory_mode"}),

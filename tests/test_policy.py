@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEXT = default_policy_path().read_text(encoding="utf-8")
 SHIPPED = [path.read_text(encoding="utf-8") for path in shipped_policy_paths()]
 
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
+
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:
@@ -544,7 +546,11 @@ def test_the_repository_example_overlay_is_valid() -> None:
 
 
 def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
-    """A non-editable install has no repository next to it: the policy is package data."""
+    """A non-editable install has no repository next to it: the policy is package data.
+
+    Built with the test environment's setuptools (pinned in the ``test`` extra, within the
+    build-system's requirement) rather than a fresh isolated build environment: the same
+    backend reads the same package-data configuration, without fetching it first."""
     wheels = tmp_path / "wheels"
     subprocess.run(
         [
@@ -553,6 +559,8 @@ def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
             "pip",
             "wheel",
             "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
             "-q",
             "-w",
             str(wheels),

@@ -1,7 +1,7 @@
 """A real Prometheus scrapes a running memgate; every dashboard and alert query must work.
 
 Starts the ``prometheus`` binary (Debian: ``apt-get install prometheus``; it must be on PATH,
-the test fails without it) with a temporary config that scrapes the test gateway every second
+the test fails without it) with a temporary config that scrapes the test gateway five times a second
 and loads ``deploy/alerts.yml``. Sends traffic through memgate (plain, streamed, memory mode on,
 off and dry-run, a passthrough call and one upstream error), waits until a scrape has seen it,
 then evaluates every PromQL expression of ``grafana/dashboards/*.json`` and ``deploy/alerts.yml``
@@ -29,7 +29,7 @@ from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Gateway, GatewayFactory
 from tests.test_deploy_files import DASHBOARDS, DEPLOY, alert_rules, load_dashboard
 
-SCRAPE_INTERVAL = "1s"
+SCRAPE_INTERVAL = "200ms"
 # What Grafana's global variables stand for when a query is sent to Prometheus by hand.
 BUILTIN_VARIABLES = {
     "__rate_interval": "1m",
@@ -107,6 +107,7 @@ def split_comparison(expr: str) -> tuple[str, str, str] | None:
     return expr[:at].strip(), op, expr[at + len(op) :].strip()
 
 
+@pytest.mark.unit
 def test_split_comparison() -> None:
     assert split_comparison('up{job="memgate"} == 0') == ('up{job="memgate"}', "==", "0")
     assert split_comparison('sum(rate(x{code!="200", r=~"a|b"}[5m])) / sum(y) > 0.05') == (
@@ -119,6 +120,7 @@ def test_split_comparison() -> None:
     assert split_comparison("rate(x[5m])") is None
 
 
+@pytest.mark.unit
 def test_substitute_variables() -> None:
     route = {"name": "route", "includeAll": True, "allValue": ".*", "query": "chat,admin"}
     mode = {"name": "mode", "query": "on,off"}

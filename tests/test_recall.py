@@ -43,16 +43,21 @@ class User:
         mode: str = "on",
         project: str | None = None,
         messages: list[dict[str, Any]] | None = None,
+        timeout: float = 600.0,
     ) -> Any:
-        client = openai.OpenAI(base_url=self.gw.base_url, api_key=self.key, max_retries=0)
+        """``timeout``: the client gives up after that many seconds (a deadline, not a
+        measurement: a gateway that waits longer fails the call)."""
         headers = {"X-Memory-User": self.headers["x-memory-user"], "X-Memory-Mode": mode}
         if project or self.project:
             headers["X-Project-Id"] = project or self.project or ""
-        return client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini",
-            extra_headers=headers,
-            messages=messages or [{"role": "user", "content": text}],
-        )
+        with openai.OpenAI(
+            base_url=self.gw.base_url, api_key=self.key, max_retries=0, timeout=timeout
+        ) as client:
+            return client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini",
+                extra_headers=headers,
+                messages=messages or [{"role": "user", "content": text}],
+            )
 
     def injected(self, raw: Any) -> list[str]:
         value = raw.headers["x-memory-injected"]

@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from gateway.clock import SystemClock
 from gateway.memory.background import Background
 from gateway.memory.identity import Identity, new_trace_id
 from gateway.memory.pipeline import MemoryFlow
 from gateway.memory.recall import RecallResult
 from gateway.observability.metrics import Metrics
+
+pytestmark = pytest.mark.unit  # no Redis, servers or browsers
 
 
 class CountingRecaller:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import time
+import subprocess
+import sys
 from datetime import date
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -212,35 +214,49 @@ def test_scan_is_total_and_consistent(text: str) -> None:
     assert redact(redact(text, POLICY), POLICY) == redact(text, POLICY)
 
 
-# --- speed ----------------------------------------------------------------------------------
+# --- pathological input ----------------------------------------------------------------------
+
+PATHOLOGICAL = (
+    "a" * 20_000,
+    "1" * 20_000,
+    "1 " * 10_000,
+    "password: " * 2_000,
+    "密码是" * 5_000,
+    "sk-" + "a-" * 10_000,
+    "eyJ" + "a." * 10_000,
+    "+1 " * 7_000,
+    "x@" * 10_000,
+)
 
 
-def test_pathological_inputs_stay_fast(policy: Policy) -> None:
-    # Guards against catastrophic regex backtracking, not a benchmark.
-    for text in (
-        "a" * 20_000,
-        "1" * 20_000,
-        "1 " * 10_000,
-        "password: " * 2_000,
-        "密码是" * 5_000,
-        "sk-" + "a-" * 10_000,
-        "eyJ" + "a." * 10_000,
-        "+1 " * 7_000,
-        "x@" * 10_000,
-    ):
-        started = time.perf_counter()
-        scan(text, policy)
-        assert time.perf_counter() - started < 2.0, text[:20]
+def test_pathological_inputs_finish() -> None:
+    """Guards against catastrophic regex backtracking without timing anything: a scan that
+    backtracks catastrophically on these inputs does not finish, so they are scanned in a
+    child process under a deadline far beyond any normal run (a regex match holds the
+    interpreter, so only a process can be given up on). Scanning speed is for benchmarks."""
+    code = (
+        "from gateway.memory.policy import load_policy\n"
+        "from gateway.memory.sensitivity import scan\n"
+        "from tests.test_sensitivity import PATHOLOGICAL\n"
+        "policy = load_policy()\n"
+        "print(','.join(scan(text, policy).level for text in PATHOLOGICAL))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    levels = done.stdout.strip().split(",")
+    assert len(levels) == len(PATHOLOGICAL) and set(levels) <= {"low", "medium", "high"}
 
 
-def test_a_typical_message_scans_quickly(policy: Policy) -> None:
+def test_a_typical_message_is_left_alone(policy: Policy) -> None:
     text = (
         "这周我在做计费服务，项目用 FastAPI 和 PostgreSQL 16，部署在 Kubernetes 上。"
         "I'd like short code examples, and please remember I deploy on Fridays at 5pm."
     )
-    scan(text, policy)
-    started = time.perf_counter()
-    for _ in range(100):
-        scan(text, policy)
-    # Typically well under a millisecond; the bound only catches gross regressions.
-    assert (time.perf_counter() - started) / 100 < 0.01
+    assert scan(text, policy).level == "low"

@@ -9,6 +9,7 @@ sent with; it is stored as given, since memgate must send it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
@@ -26,6 +27,9 @@ from gateway.storage.store import Store
 SECRET_PREFIX = "mg-"
 KEY_ID = re.compile(r"key_[0-9a-f]{16}")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,64}")
+# Every request checks its key first: a hung Redis must cost it this long at most (as long as
+# a readiness probe waits), not the Redis timeout, so chat keeps answering within its budgets.
+KEY_CHECK_WITHIN = 1.0
 
 
 def digest(secret: str) -> str:
@@ -94,8 +98,9 @@ class Keyring:
         keys, or never looked, refuses (503) rather than serve without checking.
         """
         try:
-            count, record = await self.store.gateway_key(digest(presented or ""))
-        except RedisError:
+            async with asyncio.timeout(KEY_CHECK_WITHIN):
+                count, record = await self.store.gateway_key(digest(presented or ""))
+        except (RedisError, TimeoutError):
             if self._configured is False:
                 return Lookup(False, None)
             raise BackendUnavailable(
