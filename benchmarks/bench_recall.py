@@ -8,7 +8,7 @@ breakdown of where the time goes. Optionally many more users in the same index (
 
 locomo: LoCoMo (snap-research/locomo, CC BY-NC 4.0, not shipped with memgate): one memory per turn
 (``"<speaker>: <text>"``), one user per conversation, query = the question, gold = its evidence
-turns. The store's own candidates (``Store.recall_candidates``) are ranked by the recaller's fused
+turns. The store's own candidates (``recall_candidates``) are ranked by the recaller's fused
 score under several weightings (vector-only, text-only, the policy's hybrid, a small grid, RRF) and
 scored by evidence recall@k per category. Plus a PrefEval explicit-preference slice, whose indirect
 questions behave differently from LoCoMo's keyword-bearing ones.
@@ -58,7 +58,7 @@ from gateway.memory.textsearch import search_text
 from gateway.memory.tokens import prepare_cache
 from gateway.memory.use_onnx import OnnxUse
 from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
-from gateway.storage.store import _RECALL_FIELDS, Hit, Store, num, owner_filter
+from gateway.storage.store import RECALL_FIELDS, Hit, Store, merge_hits, num, owner_filter
 
 GOAL_P50_MS = 5.0
 GOAL_P99_MS = 20.0
@@ -480,10 +480,34 @@ async def time_recall(
     return out
 
 
+async def recall_candidates(
+    store: Store,
+    tenant: str,
+    user: str,
+    vector: np.ndarray,
+    query_text: str,
+    *,
+    project_id: str | None,
+    task: str | None,
+    now_ts: float,
+    pool: int,
+    large: bool = False,
+) -> list[Hit]:
+    """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope memories,
+    with the same filter, side by side; the caller fuses their scores. The recaller runs the
+    same searches itself (overlapping BM25 with the embedding); this is them alone."""
+    expr = store.recall_filter(tenant, user, project_id=project_id, task=task, now_ts=now_ts)
+    (by_vector, near), (by_text, worded) = await asyncio.gather(
+        store.vector_hits(expr, vector, pool, large=large, load=True),
+        store.text_hits(expr, query_text, pool, load=True),
+    )
+    return merge_hits(by_vector, by_text, near | worded)
+
+
 def recall_filter(
     tenant: str, user: str, now_ts: float, *, expiry: bool = True
 ) -> FilterExpression:
-    """The filter ``Store.recall_candidates`` builds for a request without project or task."""
+    """The filter ``recall_candidates`` builds for a request without project or task."""
     expr = owner_filter(tenant, user) & (Tag("status") == "active") & (Tag("scope") == "global")
     return expr & (num("expires_ts") > now_ts) if expiry else expr
 
@@ -549,7 +573,7 @@ class Probe:
     async def _pipelined_hmget(self, keys: list[str]) -> list[Any]:
         async with self.store.redis.pipeline(transaction=False) as pipe:
             for key in keys:
-                pipe.hmget(key, _RECALL_FIELDS)
+                pipe.hmget(key, RECALL_FIELDS)
             return list(await pipe.execute())
 
     async def run(self) -> list[tuple[str, list[float]]]:
@@ -563,7 +587,8 @@ class Probe:
             self.keys[text] = list(dict.fromkeys([*by_vector, *by_text]))
 
         def candidates(text: str) -> Awaitable[Any]:
-            return store.recall_candidates(
+            return recall_candidates(
+                store,
                 ident.tenant,
                 ident.user,
                 self.vectors[text],
@@ -1333,7 +1358,8 @@ async def _evaluate(
     vectors = embedder.embed_sync([q.text for q in questions])
     now_ts = time.time()
     for q, vector in zip(questions, vectors, strict=True):
-        hits = await store.recall_candidates(
+        hits = await recall_candidates(
+            store,
             "locomo",
             owner(q),
             vector,
@@ -1522,7 +1548,7 @@ def _locomo_report(run: LocomoRun, data: Locomo, policy: Policy, data_label: str
         f"  questions: categories 1-4 with evidence: {len(data.questions):,} "
         f"({data.skipped_empty} without usable evidence skipped, {data.dropped_ids} evidence ids "
         "not in the conversation dropped)",
-        f"  candidates: Store.recall_candidates, top {run.pool} from KNN and top {run.pool} "
+        f"  candidates: recall_candidates, top {run.pool} from KNN and top {run.pool} "
         "from BM25 under the recall filter; each method ranks them with the recaller's score "
         "(weights vector/text: vector*cosine + text*bm25/(bm25+c), "
         "c = recall.text_saturation); text-only ranks BM25 hits "

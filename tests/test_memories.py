@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.bench_recall import recall_candidates
 from gateway.clock import ManualClock, SystemClock
 from gateway.errors import NotFound, WriteRefused
 from gateway.memory.embed import LocalEmbedder
@@ -389,7 +390,8 @@ async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: 
     if not await service.list(me):
         await service.create(me, content="I prefer metric units", type="preference")
     vector = np.ones(service.embedder.dims or 512, dtype=np.float32)
-    hits = await service.store.recall_candidates(
+    hits = await recall_candidates(
+        service.store,
         "hyp-recall",
         "intruder",
         vector,
@@ -400,7 +402,8 @@ async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: 
         pool=20,
     )
     assert hits == []
-    own = await service.store.recall_candidates(
+    own = await recall_candidates(
+        service.store,
         "hyp-recall",
         "victim",
         vector,
@@ -420,11 +423,11 @@ async def test_large_user_search_strategy_finds_the_same(service: Memories) -> N
     assert (await service.store.get_settings(me.tenant, me.user))["memory_count"] == "3"
     vector = (await service.embedder.embed(["what do I drink?"]))[0]
     args = (me.tenant, me.user, vector, "drink")
-    small = await service.store.recall_candidates(
-        *args, project_id=None, task=None, now_ts=0.0, pool=20
+    small = await recall_candidates(
+        service.store, *args, project_id=None, task=None, now_ts=0.0, pool=20
     )
-    large = await service.store.recall_candidates(
-        *args, project_id=None, task=None, now_ts=0.0, pool=20, large=True
+    large = await recall_candidates(
+        service.store, *args, project_id=None, task=None, now_ts=0.0, pool=20, large=True
     )
     assert sorted(h.memory.id for h in small) == sorted(h.memory.id for h in large)
     assert len(large) == 3
@@ -441,7 +444,8 @@ async def test_searches_read_resp2_and_resp3_replies_alike(service: Memories) ->
     store = service.store
 
     async def hits() -> dict[str, tuple[float, float]]:
-        found = await store.recall_candidates(
+        found = await recall_candidates(
+            store,
             me.tenant,
             me.user,
             vector,

@@ -75,7 +75,8 @@ def owner_filter(tenant: str, user: str) -> FilterExpression:
     return (Tag("tenant") == _need(tenant, "tenant")) & (Tag("user") == _need(user, "user"))
 
 
-_RECALL_FIELDS = [
+# What recall reads of each memory it finds (searches RETURN these).
+RECALL_FIELDS = [
     "id",
     "tenant",
     "user",
@@ -100,7 +101,7 @@ _RECALL_FIELDS = [
 ]
 # Every field a Memory is built from (the embedding and search text stay in Redis).
 _MEMORY_FIELDS = [
-    *_RECALL_FIELDS,
+    *RECALL_FIELDS,
     "supersedes",
     "evidence_trace",
     "evidence_excerpt",
@@ -589,7 +590,7 @@ class Store:
         return list((await self.load_memories(keys, _MEMORY_FIELDS)).values())
 
     async def load_memories(
-        self, keys: list[str], fields: list[str] = _RECALL_FIELDS
+        self, keys: list[str], fields: list[str] = RECALL_FIELDS
     ) -> dict[str, Memory]:
         """Memories by key, in the keys' order, read in one round trip; a key deleted in
         the meantime is simply absent."""
@@ -842,31 +843,6 @@ class Store:
         reply = await self.redis.execute_command("FT.SEARCH", *args)
         results = search_results(reply, with_scores="WITHSCORES" in args)
         return results, (_found_memories(results) if load else {})
-
-    async def recall_candidates(
-        self,
-        tenant: str,
-        user: str,
-        vector: np.ndarray,
-        query_text: str,
-        *,
-        project_id: str | None,
-        task: str | None,
-        now_ts: float,
-        pool: int,
-        large: bool = False,
-    ) -> list[Hit]:
-        """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope
-        memories, with the same filter, inside Redis; the caller fuses their scores.
-
-        (The recaller runs the same three steps itself, to overlap BM25 with embedding.)
-        """
-        expr = self.recall_filter(tenant, user, project_id=project_id, task=task, now_ts=now_ts)
-        (by_vector, near), (by_text, worded) = await asyncio.gather(
-            self.vector_hits(expr, vector, pool, large=large, load=True),
-            self.text_hits(expr, query_text, pool, load=True),
-        )
-        return merge_hits(by_vector, by_text, near | worded)
 
     @staticmethod
     async def sent() -> None:
@@ -1166,10 +1142,10 @@ def _memories(keys: list[str], rows: list[Any], fields: list[str]) -> dict[str, 
 
 def _returned(load: bool) -> list[str]:
     """What a search RETURNs: the key alone, or with ``load`` every field recall reads."""
-    return _RECALL_FIELDS if load else ["id"]
+    return RECALL_FIELDS if load else ["id"]
 
 
-_RECALL_BYTES = [(field, field.encode()) for field in _RECALL_FIELDS]
+_RECALL_BYTES = [(field, field.encode()) for field in RECALL_FIELDS]
 
 
 def _found_memories(results: list[dict[bytes, Any]]) -> dict[str, Memory]:
