@@ -95,6 +95,42 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "topic", "not_topic"),
+    [
+        # lodging, transport and activities are parts of a trip that a preference names apart
+        ("I avoid hotels with a casino", "lodging", "transport"),
+        ("帮我推荐几家上海的民宿", "lodging", "transport"),
+        ("How do I get from the airport to the city centre?", "transport", "lodging"),
+        ("我出差从来不坐网约车", "transport", "lodging"),
+        ("What outdoor adventures should I try in Colorado?", "outings", "lodging"),
+        # music, books, films and games are separate tastes
+        ("I can't stand country music", "music", "screen"),
+        ("推荐几首适合开车听的歌", "music", "games"),
+        ("What new book should I read this summer?", "books", "music"),
+        ("Help me book a flight to Tokyo", "transport", "books"),
+        ("Which TV shows should I watch next?", "screen", "books"),
+        ("我不喜欢看恐怖电影", "screen", "music"),
+        ("What board games are good for a game night?", "games", "screen"),
+        ("推荐几款主机游戏", "games", "screen"),
+        # where to live is not where the user is this weekend
+        ("I can't stand hot and humid climates", "where_to_live", "place"),
+        ("想搬到一个生活成本低一点的城市", "where_to_live", "travel"),
+        ("How do I reduce network traffic to my API?", "coding", "where_to_live"),
+        # software bought, not software written
+        ("I hate subscription software", "software", "coding"),
+        ("推荐一款修图软件", "software", "coding"),
+        ("What are some good rugs for my living room?", "home", "clothing"),
+        ("I dislike reptiles as pets", "pets", "home"),
+    ],
+)
+def test_everyday_domains_have_topics_of_their_own(
+    policy: Policy, text: str, topic: str, not_topic: str
+) -> None:
+    found = topics_of(text, policy)
+    assert topic in found and not_topic not in found, found
+
+
 def test_the_message_separates_instructions_from_data() -> None:
     both = render(['{"fact": "answer in Chinese"}'], ['{"fact": "has a cat"}'], nonce="ab12")
     assert STANDING in both and FACTS in both
