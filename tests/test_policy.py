@@ -231,7 +231,7 @@ def test_bad_one_time_regex(tmp_path: Path) -> None:
 
 
 def test_bad_slot_regex(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "      - regex: '缩进'", "      - regex: '缩进('")
+    path, line = variant(tmp_path, "      - regex: '缩进|", "      - regex: '缩进(|")
     assert re.search(
         rf":{line}: slots\[\d+\]\.patterns\[1\]\.regex: invalid regular", error_of(path)
     )

@@ -72,6 +72,12 @@ def memory(me: User, mid: str) -> dict[str, Any]:
         ("I always eat breakfast at seven", "preference", "global", "relevant"),
         ("我在备考雅思", "goal", "global", "relevant"),
         ("I'm moving to Berlin next month", "plan", "global", "relevant"),
+        # style words about something else are not answer style
+        ("I prefer tabs over spaces", "preference", "global", "always"),
+        ("Be more casual with me", "preference", "global", "always"),
+        ("I have a fear of caves and enclosed spaces", "preference", "global", "relevant"),
+        ("I avoid betting on sports, even in a casual manner", "preference", "global", "relevant"),
+        ("我喜欢轻松一点的徒步路线", "preference", "global", "relevant"),
     ],
 )
 def test_how_a_memory_applies_by_default(
@@ -342,6 +348,41 @@ async def test_memories_from_before_applies_are_settled(service: Memories, polic
     assert (await service.get(ident, lang.id)).applies == "always"
     settled = await service.get(ident, pet.id)
     assert (settled.applies, settled.topics) == ("relevant", ["pets"])
+
+
+async def test_every_memory_of_the_requests_topic_reaches_the_ranking(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """A user with more memories of one topic than the candidate pool (a long list of diet
+    rules) still has each of them ranked for a request about that topic."""
+    foods = [
+        "mushrooms", "olives", "coriander", "anchovies", "tofu", "lamb", "pork", "duck",
+        "liver", "oysters", "eggplant", "okra", "beetroot", "celery", "blue cheese", "tripe",
+        "durian", "natto", "pickles", "raisins", "coconut", "licorice", "kale", "sardines",
+        "venison", "squid", "goat cheese", "marzipan", "horseradish", "jalapenos",
+    ]  # fmt: skip
+    assert policy.recall.topic_pool and len(foods) > policy.recall.candidate_pool
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        ident = Identity(runner.tenant, "eater", None, "on", "tr_topic_pool")
+        stored = set()
+        for food in foods:
+            outcome = await runner.memories.create(
+                ident, content=f"I never eat {food} at dinner", type="preference"
+            )
+            assert "food" in outcome.memory.topics
+            stored.add(outcome.memory.id)
+        result = await runner.recaller.recall(
+            ident,
+            {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Plan a menu"}]},
+        )
+        ranked = {c.memory.id for c in result.candidates if c.text > 0 and "food" in c.topics}
+        assert len(stored) > policy.recall.candidate_pool and ranked == stored
+    finally:
+        await runner.forget(["eater"])
+        await store.aclose()
 
 
 # --- the scenario set's floors ------------------------------------------------------------------

@@ -431,6 +431,9 @@ class RecallSpec(_Model):
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
     topic_bonus: Fraction = 0.0
     candidate_pool: PositiveInt
+    # The keyword-and-topic search's pool: every memory of the request's topics should reach
+    # the ranking, not the first few the index returns (never fewer than candidate_pool).
+    topic_pool: PositiveInt | None = None
     standing_pool: PositiveInt
     trace_ttl_days: PositiveInt
     trace_preview_chars: Annotated[int, Field(ge=0, le=200)] = 0

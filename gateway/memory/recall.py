@@ -326,7 +326,9 @@ class Recaller:
         words = search_text(text)
         pool = spec.candidate_pool
         keywords = asyncio.ensure_future(
-            store.text_hits(expr, words, pool, topics=memory_topics, load=True)
+            store.text_hits(
+                expr, words, max(spec.topic_pool or 0, pool), topics=memory_topics, load=True
+            )
         )
         try:
             await store.sent()  # before a local embedder holds the loop
