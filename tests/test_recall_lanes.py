@@ -385,6 +385,42 @@ async def test_every_memory_of_the_requests_topic_reaches_the_ranking(
         await store.aclose()
 
 
+async def test_memories_that_fit_about_equally_are_not_cut_apart(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """Three diet rules fit a dinner menu about equally: past topical.max, a third one that
+    ranks within close_within of the best is injected too; an unrelated one is not."""
+    lane = policy.recall.topical
+    assert lane.close_max > lane.max == 2
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        ident = Identity(runner.tenant, "diner", None, "on", "tr_close")
+        rules = ["I don't eat pork", "I don't eat beef", "I don't eat lamb"]
+        ids = [
+            (await runner.memories.create(ident, content=r, type="preference")).memory.id
+            for r in rules
+        ]
+        cat = await runner.memories.create(
+            ident, content="I have a cat named Mochi", type="profile"
+        )
+        result = await runner.recaller.recall(
+            ident,
+            {
+                "model": "gpt-4o-mini",
+                "messages": [{"role": "user", "content": "Plan a dinner menu"}],
+            },
+        )
+        injected = [m.id for m in result.injected]
+        assert sorted(injected) == sorted(ids) and cat.memory.id not in injected
+        fused = sorted((c.fused for c in result.candidates if c.memory.id in ids), reverse=True)
+        assert fused[0] - fused[-1] <= lane.close_within
+    finally:
+        await runner.forget(["diner"])
+        await store.aclose()
+
+
 # --- the scenario set's floors ------------------------------------------------------------------
 
 

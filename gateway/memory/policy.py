@@ -421,11 +421,19 @@ class LaneSpec(_Model):
     max: Annotated[int, Field(ge=0)]
 
 
+class TopicalLaneSpec(LaneSpec):
+    # Past ``max``, up to ``close_max`` when the further memories rank within
+    # ``close_within`` of the best one: no arbitrary cut between memories that fit the
+    # request about equally well.
+    close_max: Annotated[int, Field(ge=0)] = 0
+    close_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+
+
 class RecallSpec(_Model):
     max_memories: PositiveInt
     token_budget: PositiveInt
     standing: LaneSpec
-    topical: LaneSpec
+    topical: TopicalLaneSpec
     relevance: RelevanceSpec
     weights: FusionWeights
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
