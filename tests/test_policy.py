@@ -91,6 +91,7 @@ def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
     recall = policy.recall
     assert (recall.max_memories, recall.token_budget, recall.trace_ttl_days) == (6, 500, 7)
     assert (recall.standing.max, recall.topical.max) == (5, 2)
+    assert recall.topical.close_max > recall.topical.max and 0 < recall.topical.close_within < 0.1
     # Relevance stands on meaning; shared words need a meaning that is not unrelated and
     # more than one word; a shared topic links what shares no words.
     bar = recall.relevance
@@ -233,7 +234,7 @@ def test_bad_one_time_regex(tmp_path: Path) -> None:
 
 
 def test_bad_slot_regex(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "      - regex: '缩进'", "      - regex: '缩进('")
+    path, line = variant(tmp_path, "      - regex: '缩进|", "      - regex: '缩进(|")
     assert re.search(
         rf":{line}: slots\[\d+\]\.patterns\[1\]\.regex: invalid regular", error_of(path)
     )

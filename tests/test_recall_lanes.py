@@ -73,6 +73,12 @@ def memory(me: User, mid: str) -> dict[str, Any]:
         ("I always eat breakfast at seven", "preference", "global", "relevant"),
         ("我在备考雅思", "goal", "global", "relevant"),
         ("I'm moving to Berlin next month", "plan", "global", "relevant"),
+        # style words about something else are not answer style
+        ("I prefer tabs over spaces", "preference", "global", "always"),
+        ("Be more casual with me", "preference", "global", "always"),
+        ("I have a fear of caves and enclosed spaces", "preference", "global", "relevant"),
+        ("I avoid betting on sports, even in a casual manner", "preference", "global", "relevant"),
+        ("我喜欢轻松一点的徒步路线", "preference", "global", "relevant"),
     ],
 )
 def test_how_a_memory_applies_by_default(
@@ -94,6 +100,42 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "fitness" in policy.topics_reaching(["fitness"]) and "health" in (
         policy.topics_reaching(["fitness"])
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "topic", "not_topic"),
+    [
+        # lodging, transport and activities are parts of a trip that a preference names apart
+        ("I avoid hotels with a casino", "lodging", "transport"),
+        ("帮我推荐几家上海的民宿", "lodging", "transport"),
+        ("How do I get from the airport to the city centre?", "transport", "lodging"),
+        ("我出差从来不坐网约车", "transport", "lodging"),
+        ("What outdoor adventures should I try in Colorado?", "outings", "lodging"),
+        # music, books, films and games are separate tastes
+        ("I can't stand country music", "music", "screen"),
+        ("推荐几首适合开车听的歌", "music", "games"),
+        ("What new book should I read this summer?", "books", "music"),
+        ("Help me book a flight to Tokyo", "transport", "books"),
+        ("Which TV shows should I watch next?", "screen", "books"),
+        ("我不喜欢看恐怖电影", "screen", "music"),
+        ("What board games are good for a game night?", "games", "screen"),
+        ("推荐几款主机游戏", "games", "screen"),
+        # where to live is not where the user is this weekend
+        ("I can't stand hot and humid climates", "where_to_live", "place"),
+        ("想搬到一个生活成本低一点的城市", "where_to_live", "travel"),
+        ("How do I reduce network traffic to my API?", "coding", "where_to_live"),
+        # software bought, not software written
+        ("I hate subscription software", "software", "coding"),
+        ("推荐一款修图软件", "software", "coding"),
+        ("What are some good rugs for my living room?", "home", "clothing"),
+        ("I dislike reptiles as pets", "pets", "home"),
+    ],
+)
+def test_everyday_domains_have_topics_of_their_own(
+    policy: Policy, text: str, topic: str, not_topic: str
+) -> None:
+    found = topics_of(text, policy)
+    assert topic in found and not_topic not in found, found
 
 
 def test_the_message_separates_instructions_from_data() -> None:
@@ -332,6 +374,77 @@ async def test_memories_from_before_applies_are_settled(service: Memories, polic
     assert (await service.get(ident, lang.id)).applies == "always"
     settled = await service.get(ident, pet.id)
     assert (settled.applies, settled.topics) == ("relevant", ["pets"])
+
+
+async def test_every_memory_of_the_requests_topic_reaches_the_ranking(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """A user with more memories of one topic than the candidate pool (a long list of diet
+    rules) still has each of them ranked for a request about that topic."""
+    foods = [
+        "mushrooms", "olives", "coriander", "anchovies", "tofu", "lamb", "pork", "duck",
+        "liver", "oysters", "eggplant", "okra", "beetroot", "celery", "blue cheese", "tripe",
+        "durian", "natto", "pickles", "raisins", "coconut", "licorice", "kale", "sardines",
+        "venison", "squid", "goat cheese", "marzipan", "horseradish", "jalapenos",
+    ]  # fmt: skip
+    assert policy.recall.topic_pool and len(foods) > policy.recall.candidate_pool
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        ident = Identity(runner.tenant, "eater", None, "on", "tr_topic_pool")
+        stored = set()
+        for food in foods:
+            outcome = await runner.memories.create(
+                ident, content=f"I never eat {food} at dinner", type="preference"
+            )
+            assert "food" in outcome.memory.topics
+            stored.add(outcome.memory.id)
+        result = await runner.recaller.recall(
+            ident,
+            {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Plan a menu"}]},
+        )
+        ranked = {c.memory.id for c in result.candidates if c.text > 0 and "food" in c.topics}
+        assert len(stored) > policy.recall.candidate_pool and ranked == stored
+    finally:
+        await runner.forget(["eater"])
+        await store.aclose()
+
+
+async def test_memories_that_fit_about_equally_are_not_cut_apart(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """Three diet rules fit a dinner menu about equally: past topical.max, a third one that
+    ranks within close_within of the best is injected too; an unrelated one is not."""
+    lane = policy.recall.topical
+    assert lane.close_max > lane.max == 2
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        ident = Identity(runner.tenant, "diner", None, "on", "tr_close")
+        rules = ["I don't eat pork", "I don't eat beef", "I don't eat lamb"]
+        ids = [
+            (await runner.memories.create(ident, content=r, type="preference")).memory.id
+            for r in rules
+        ]
+        cat = await runner.memories.create(
+            ident, content="I have a cat named Mochi", type="profile"
+        )
+        result = await runner.recaller.recall(
+            ident,
+            {
+                "model": "gpt-4o-mini",
+                "messages": [{"role": "user", "content": "Plan a dinner menu"}],
+            },
+        )
+        injected = [m.id for m in result.injected]
+        assert sorted(injected) == sorted(ids) and cat.memory.id not in injected
+        fused = sorted((c.fused for c in result.candidates if c.memory.id in ids), reverse=True)
+        assert fused[0] - fused[-1] <= lane.close_within
+    finally:
+        await runner.forget(["diner"])
+        await store.aclose()
 
 
 # --- the scenario set's floors ------------------------------------------------------------------

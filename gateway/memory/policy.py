@@ -421,16 +421,27 @@ class LaneSpec(_Model):
     max: Annotated[int, Field(ge=0)]
 
 
+class TopicalLaneSpec(LaneSpec):
+    # Past ``max``, up to ``close_max`` when the further memories rank within
+    # ``close_within`` of the best one: no arbitrary cut between memories that fit the
+    # request about equally well.
+    close_max: Annotated[int, Field(ge=0)] = 0
+    close_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+
+
 class RecallSpec(_Model):
     max_memories: PositiveInt
     token_budget: PositiveInt
     standing: LaneSpec
-    topical: LaneSpec
+    topical: TopicalLaneSpec
     relevance: RelevanceSpec
     weights: FusionWeights
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
     topic_bonus: Fraction = 0.0
     candidate_pool: PositiveInt
+    # The keyword-and-topic search's pool: every memory of the request's topics should reach
+    # the ranking, not the first few the index returns (never fewer than candidate_pool).
+    topic_pool: PositiveInt | None = None
     standing_pool: PositiveInt
     trace_ttl_days: PositiveInt
     trace_preview_chars: Annotated[int, Field(ge=0, le=200)] = 0

@@ -318,7 +318,13 @@ class Recaller:
         # (the vector search), and a shared topic still counts towards relevance.
         by_topic = [] if large else memory_topics
         keywords = asyncio.ensure_future(
-            store.text_hits(expr, words, pool, topics=by_topic, load=True)
+            store.text_hits(
+                expr,
+                words,
+                max(spec.topic_pool or 0, pool) if by_topic else pool,
+                topics=by_topic,
+                load=True,
+            )
         )
         try:
             await store.sent()  # before a local embedder holds the loop
@@ -438,7 +444,8 @@ class Recaller:
         return conflicts
 
     def _select(self, result: RecallResult, model: str) -> None:
-        """Topical survivors first (best first, up to ``topical.max``), then standing ones
+        """Topical survivors first (best first, up to ``topical.max``, or ``close_max`` while
+        they rank within ``close_within`` of the best), then standing ones
         (narrowest scope, then newest, up to ``standing.max``), all within
         ``max_memories`` and the token budget."""
         spec = self.policy.recall
@@ -451,6 +458,9 @@ class Recaller:
             key=lambda c: (_specificity(c.memory), _when(c.memory)),
             reverse=True,
         )
+        close = spec.topical
+        # a topical memory past topical.max still fits when it ranks close to the best one
+        close_bar = topical[0].fused - close.close_within if topical else 0.0
         for lane, group, lines in (
             (TOPICAL, topical, result.fact_lines),
             (STANDING, standing, result.standing_lines),
@@ -458,7 +468,10 @@ class Recaller:
             lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
             taken = 0
             for cand in group:
-                if taken >= lane_max or len(result.injected) >= spec.max_memories:
+                over = taken >= lane_max and not (
+                    lane == TOPICAL and taken < close.close_max and cand.fused >= close_bar
+                )
+                if over or len(result.injected) >= spec.max_memories:
                     cand.reason = "limit"
                     continue
                 line = inject.line_for(cand.memory)
