@@ -400,10 +400,7 @@ async def test_every_memory_of_the_requests_topic_reaches_the_ranking(
             )
             assert "food" in outcome.memory.topics
             stored.add(outcome.memory.id)
-        result = await runner.recaller.recall(
-            ident,
-            {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Plan a menu"}]},
-        )
+        result = await runner.recaller.recall(ident, "Plan a menu", model="gpt-4o-mini")
         ranked = {c.memory.id for c in result.candidates if c.text > 0 and "food" in c.topics}
         assert len(stored) > policy.recall.candidate_pool and ranked == stored
     finally:
@@ -431,13 +428,7 @@ async def test_memories_that_fit_about_equally_are_not_cut_apart(
         cat = await runner.memories.create(
             ident, content="I have a cat named Mochi", type="profile"
         )
-        result = await runner.recaller.recall(
-            ident,
-            {
-                "model": "gpt-4o-mini",
-                "messages": [{"role": "user", "content": "Plan a dinner menu"}],
-            },
-        )
+        result = await runner.recaller.recall(ident, "Plan a dinner menu", model="gpt-4o-mini")
         injected = [m.id for m in result.injected]
         assert sorted(injected) == sorted(ids) and cat.memory.id not in injected
         fused = sorted((c.fused for c in result.candidates if c.memory.id in ids), reverse=True)
