@@ -197,7 +197,7 @@ def test_bench_locomo_on_a_fixture(locomo_file: Path, capsys: pytest.CaptureFixt
         "hybrid 0.5/0.5",
         "RRF 1:1 (k=60)",
         "hybrid 0.75/0.25, BM25/max",
-        "recaller end to end (pool 20, <= 6 injected)",
+        "recaller end to end (pool 12, <= 6 injected)",
     )
     for name in rows:
         lines = [line for line in out.splitlines() if line.strip().startswith(name + " ")]

@@ -414,7 +414,7 @@ def test_fusion_weights_add_up(tmp_path: Path) -> None:
 
 
 def test_candidate_pool_covers_max_memories(tmp_path: Path) -> None:
-    path, line = variant(tmp_path, "  candidate_pool: 20 ", "  candidate_pool: 2 ")
+    path, line = variant(tmp_path, "  candidate_pool: 12 ", "  candidate_pool: 2 ")
     assert f"{path}:{line}: recall.candidate_pool: must be at least recall.max_memories" in (
         error_of(path)
     )
@@ -472,7 +472,7 @@ MAX_MEMORIES_LINE = DEFAULT_TEXT[: DEFAULT_TEXT.index("  max_memories: 6 ")].cou
 @given(st.integers(min_value=-1000, max_value=1000))
 def test_max_memories_accepts_exactly_positive_integers(value: int) -> None:
     text = DEFAULT_TEXT.replace("  max_memories: 6 ", f"  max_memories: {value} ")
-    text = text.replace("  candidate_pool: 20 ", f"  candidate_pool: {max(value, 20)} ")
+    text = text.replace("  candidate_pool: 12 ", f"  candidate_pool: {max(value, 12)} ")
     if value > 0:
         assert parse_policy(text, "p.yaml").recall.max_memories == value
     else:
