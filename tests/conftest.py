@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from gateway.app import create_app
@@ -40,6 +41,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "marked unit but uses Redis or a server: " + ", ".join(sorted(wrong)[:10])
         )
+
+
+@pytest.fixture(autouse=True)
+def _sdk_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every openai SDK client a test makes is closed when the test ends, as an app closes
+    its client: an unclosed one leaves its sockets to the garbage collector, and the
+    ResourceWarning that raises there fails whichever test happens to be running."""
+    made: list[openai.OpenAI] = []
+    init = openai.OpenAI.__init__
+
+    def remembered(self: openai.OpenAI, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(openai.OpenAI, "__init__", remembered)
+    yield
+    for client in made:
+        client.close()
 
 
 @pytest.fixture
