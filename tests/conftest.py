@@ -222,7 +222,9 @@ def _shared_gateway(
     shipped_policy: Policy,
 ) -> Iterator[Gateway]:
     """A gateway with the default settings on a Redis of its own: no other gateway's miner
-    takes its mining jobs (nor it theirs), and no test's gateway keys switch it to keys-only."""
+    takes its mining jobs (nor it theirs), and no test's gateway keys switch it to keys-only.
+    That Redis is the embedded one even when ``MEMGATE_REDIS_URL`` names an external Redis
+    for the other tests."""
     server, _ = upstream_server
     with _embedded_redis(tmp_path_factory.mktemp("shared-redis")) as url:
         defaults = {
