@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from gateway.app import create_app
@@ -21,7 +24,7 @@ from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
 # Fixtures that start Redis or a server: a test that uses one is not a unit test.
 SERVICE_FIXTURES = frozenset(
-    {"redis_url", "upstream_server", "upstream", "make_gateway", "gateway"}
+    {"redis_url", "upstream_server", "upstream", "make_gateway", "fresh_gateway", "gateway"}
 )
 
 
@@ -40,6 +43,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+@pytest.fixture(autouse=True)
+def _sdk_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every openai SDK client a test makes is closed when the test ends, as an app closes
+    its client: an unclosed one leaves its sockets to the garbage collector, and the
+    ResourceWarning that raises there fails whichever test happens to be running."""
+    made: list[openai.OpenAI] = []
+    init = openai.OpenAI.__init__
+
+    def remembered(self: openai.OpenAI, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(openai.OpenAI, "__init__", remembered)
+    yield
+    for client in made:
+        client.close()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests (``pytest.mark.anyio``) run on asyncio, as the gateway does."""
@@ -53,6 +74,16 @@ def offline_tokens(tmp_path_factory: pytest.TempPathFactory) -> None:
     prepare_cache(tmp_path_factory.mktemp("tiktoken"))
 
 
+@contextmanager
+def _embedded_redis(data_dir: Path) -> Iterator[str]:
+    server = EmbeddedRedis(data_dir)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``MEMGATE_REDIS_URL`` when given, else the embedded Redis in a temporary data dir."""
@@ -60,12 +91,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    with _embedded_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -122,6 +149,35 @@ def shipped_policy() -> Policy:
     return load_policy()
 
 
+def _start_gateway(
+    defaults: dict[str, Any],
+    embedder: LocalEmbedder,
+    policy: Policy,
+    *,
+    clock: Clock | None = None,
+    **overrides: Any,
+) -> Gateway:
+    """A gateway on a free port: ``Settings`` from the test defaults and ``overrides``."""
+    values: dict[str, Any] = {
+        "admin_token": "test-admin-token",
+        "read_timeout": 30.0,
+        "stream_read_timeout": 30.0,
+        **defaults,
+        **overrides,
+    }
+    settings = Settings(**values)
+    assert settings.redis_url is not None
+    app = create_app(
+        settings,
+        redis_url=settings.redis_url,
+        clock=clock,
+        embedder=embedder,
+        policy=policy if settings.policy is None else None,
+    )
+    server = ServerThread(app, free_port()).start()
+    return Gateway(url=server.url, settings=settings, server=server)
+
+
 @pytest.fixture
 def make_gateway(
     redis_url: str,
@@ -130,30 +186,20 @@ def make_gateway(
     shared_embedder: LocalEmbedder,
     shipped_policy: Policy,
 ) -> Iterator[GatewayFactory]:
-    """Start a gateway on a free port; keyword arguments override ``Settings`` fields."""
+    """Start a gateway of the test's own on a free port; keyword arguments override
+    ``Settings`` fields."""
     started: list[ServerThread] = []
 
     def factory(*, clock: Clock | None = None, **overrides: Any) -> Gateway:
-        values: dict[str, Any] = {
+        defaults = {
             "upstream_url": upstream.url,
             "redis_url": redis_url,
             "data_dir": str(tmp_path / "data"),
-            "admin_token": "test-admin-token",
-            "read_timeout": 30.0,
-            "stream_read_timeout": 30.0,
         }
-        values.update(overrides)
-        settings = Settings(**values)
-        app = create_app(
-            settings,
-            redis_url=settings.redis_url or redis_url,
-            clock=clock,
-            embedder=shared_embedder,
-            policy=shipped_policy if settings.policy is None else None,
-        )
-        server = ServerThread(app, free_port()).start()
-        started.append(server)
-        return Gateway(url=server.url, settings=settings, server=server)
+        gw = _start_gateway(defaults, shared_embedder, shipped_policy, clock=clock, **overrides)
+        assert gw.server is not None
+        started.append(gw.server)
+        return gw
 
     yield factory
     for server in started:
@@ -161,5 +207,57 @@ def make_gateway(
 
 
 @pytest.fixture
-def gateway(make_gateway: GatewayFactory) -> Gateway:
+def fresh_gateway(make_gateway: GatewayFactory) -> Gateway:
+    """A gateway with the default settings that only this test talks to: for tests that
+    stop it, read its metrics as absolute values, throttle its admin sign-in or otherwise
+    change what another test would observe."""
     return make_gateway()
+
+
+@pytest.fixture(scope="session")
+def _shared_gateway(
+    upstream_server: tuple[ServerThread, UpstreamStub],
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_embedder: LocalEmbedder,
+    shipped_policy: Policy,
+) -> Iterator[Gateway]:
+    """A gateway with the default settings on a Redis of its own: no other gateway's miner
+    takes its mining jobs (nor it theirs), and no test's gateway keys switch it to keys-only.
+    That Redis is the embedded one even when ``MEMGATE_REDIS_URL`` names an external Redis
+    for the other tests."""
+    server, _ = upstream_server
+    with _embedded_redis(tmp_path_factory.mktemp("shared-redis")) as url:
+        defaults = {
+            "upstream_url": server.url + "/v1",
+            "redis_url": url,
+            "data_dir": str(tmp_path_factory.mktemp("shared-gateway")),
+        }
+        gw = _start_gateway(defaults, shared_embedder, shipped_policy)
+        try:
+            yield gw
+        finally:
+            assert gw.server is not None
+            gw.server.stop()
+
+
+@pytest.fixture
+def gateway(_shared_gateway: Gateway, upstream: Upstream) -> Iterator[Gateway]:
+    """The gateway with the default settings, started once per test process (each xdist
+    worker has its own) and shared by the tests that ask for it; its Redis is
+    ``gateway.settings.redis_url``, not ``redis_url``.
+
+    A test using it keeps to its own users, keys and labels, and reads a metric only as the
+    change its own requests made. One that stops the gateway, reads absolute metric values
+    or changes what later tests would observe takes ``fresh_gateway`` or ``make_gateway``.
+    ``upstream`` resets the stub. Afterwards one correct admin-token check clears the
+    peer's wrong-token count, so a test's refused tokens never lock out the next test's; it
+    fails if the test left the admin sign-in locked or gateway keys behind."""
+    yield _shared_gateway
+    resp = httpx.get(
+        f"{_shared_gateway.base_url}/memory/keys",
+        headers={"Authorization": f"Bearer {_shared_gateway.settings.admin_token}"},
+    )
+    assert resp.status_code == 200, (
+        "the test left the shared gateway's admin sign-in locked; give it fresh_gateway"
+    )
+    assert resp.json()["data"] == [], "the test left gateway keys in the shared gateway's Redis"

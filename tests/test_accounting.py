@@ -1,6 +1,7 @@
 """Token accounting and request logs, through the openai SDK and a real loopback upstream.
 
-Each test starts its own gateway, so every metric value read here is this test's alone.
+Each test starts its own gateway, so every metric value read here is this test's alone (a
+shared one would also label models it has not seen among its first ones ``other``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def metric(gw: Gateway, name: str, **labels: str) -> float:
 
 
 MESSAGES = [{"role": "user", "content": "count to six please"}]
+
+
+@pytest.fixture
+def gateway(fresh_gateway: Gateway) -> Gateway:
+    """This module's tests read absolute metric values: each has a gateway of its own."""
+    return fresh_gateway
 
 
 def test_stream_without_usage_option_is_counted_and_the_extra_chunk_kept_back(

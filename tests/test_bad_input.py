@@ -122,14 +122,15 @@ def test_patch_null_expiry_still_clears_it(gateway: Gateway) -> None:
 
 @pytest.fixture
 def pending_candidate(
-    gateway: Gateway, redis_url: str, shared_embedder: LocalEmbedder
+    gateway: Gateway, shared_embedder: LocalEmbedder
 ) -> Iterator[tuple[User, str]]:
     """A user with one pending candidate, queued the way the miner queues one."""
     me = User(gateway)
     policy = load_policy()
 
     async def enqueue() -> str:
-        store = Store(redis_url)
+        assert gateway.settings.redis_url is not None
+        store = Store(gateway.settings.redis_url)
         try:
             await Memories(store, shared_embedder, policy, SystemClock()).ready()
             ident = Identity(

@@ -19,7 +19,7 @@ def test_bench_proxy_smoke() -> None:
     # The bench starts its own stub and gateway; it uses MEMGATE_REDIS_URL when set (passed on
     # in the environment), else the embedded Redis in a temporary data dir.
     args = ["bench", "proxy", "--rounds", "5", "--warmup", "2"]
-    args += ["--concurrency", "4", "--seconds", "0.5"]
+    args += ["--concurrency", "4", "--seconds", "0.2"]
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", *args],
         env=dict(os.environ),
@@ -30,7 +30,7 @@ def test_bench_proxy_smoke() -> None:
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "Concurrency 1: 5 rounds" in out
-    assert "Concurrency 4: 0.5 s per target" in out
+    assert "Concurrency 4: 0.2 s per target" in out
     assert "share this machine's" in out
     number = r"\d+\.\d\d"
     for kind in ("plain", "streamed"):

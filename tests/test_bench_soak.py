@@ -10,7 +10,7 @@ import sys
 
 
 def test_short_soak_loses_nothing() -> None:
-    args = ["bench", "soak", "--seconds", "2", "--concurrency", "12", "--users", "4"]
+    args = ["bench", "soak", "--seconds", "1", "--concurrency", "12", "--users", "4"]
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", *args],
         env=dict(os.environ),

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.cli import main
 from gateway.memory.eval import ArmResult, EvalRunner, encode_answers, recorded_answer, stub_app
 from gateway.memory.eval_scenarios import (
     SHIPPED_EVAL,
@@ -361,14 +362,18 @@ def _memgate(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[st
     )
 
 
-def test_eval_refuses_bad_input(tmp_path: Path) -> None:
-    done = _memgate("--arms", "off,bogus")
-    assert done.returncode == 2 and "unknown arm 'bogus'" in done.stderr
+def test_eval_refuses_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The command's entry point in this process: each refusal comes before anything starts.
+    monkeypatch.delenv("MEMGATE_ADMIN_TOKEN", raising=False)
+    assert main(["eval", "--arms", "off,bogus"]) == 2
+    assert "unknown arm 'bogus'" in capsys.readouterr().err
     bad = _write(tmp_path, "scenarios:\n  - {id: x, category: y, turns: [{message: 1}]}\n")
-    done = _memgate("--scenarios", str(bad))
-    assert done.returncode == 2 and f"{bad}: scenario x: turns.0.message" in done.stderr
-    done = _memgate("--gateway", "http://127.0.0.1:9")
-    assert done.returncode == 2 and "MEMGATE_ADMIN_TOKEN" in done.stderr
+    assert main(["eval", "--scenarios", str(bad)]) == 2
+    assert f"{bad}: scenario x: turns.0.message" in capsys.readouterr().err
+    assert main(["eval", "--gateway", "http://127.0.0.1:9"]) == 2
+    assert "MEMGATE_ADMIN_TOKEN" in capsys.readouterr().err
 
 
 def test_eval_runs_the_shipped_pack_on_its_own_gateway(tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ from tests.test_recall import User
 
 
 @pytest.fixture
-def rdb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
+def rdb(gateway: Gateway) -> Iterator[redis.Redis]:
+    """A plain client on the gateway's Redis."""
+    assert gateway.settings.redis_url is not None
+    client = redis.Redis.from_url(gateway.settings.redis_url)
     try:
         yield client
     finally:

@@ -34,9 +34,10 @@ DEADLINE = 60.0  # seconds; the test machine is small and shared, so waits are g
 
 
 @pytest.fixture
-def rdb(redis_url: str) -> Iterator[redis.Redis]:
-    """A plain client on the test Redis (shared by the whole session)."""
-    client = redis.Redis.from_url(redis_url)
+def rdb(gateway: Gateway) -> Iterator[redis.Redis]:
+    """A plain client on the gateway's Redis (shared by the tests that share the gateway)."""
+    assert gateway.settings.redis_url is not None
+    client = redis.Redis.from_url(gateway.settings.redis_url)
     try:
         yield client
     finally:
@@ -273,7 +274,7 @@ def test_one_time_instructions_queue_nothing(gateway: Gateway, rdb: redis.Redis)
 
 
 def test_secret_messages_queue_nothing_and_never_reach_redis(
-    gateway: Gateway, upstream: Upstream, rdb: redis.Redis, redis_url: str
+    gateway: Gateway, upstream: Upstream, rdb: redis.Redis
 ) -> None:
     me = User(gateway)
     secrets = [
@@ -281,7 +282,8 @@ def test_secret_messages_queue_nothing_and_never_reach_redis(
         "sk-" + uuid.uuid4().hex + "Xq7",
         "sk-proj-" + uuid.uuid4().hex.upper() + "zz9",
     ]
-    with CommandLog(redis_url) as log:
+    assert gateway.settings.redis_url is not None
+    with CommandLog(gateway.settings.redis_url) as log:
         before = mining_idle(gateway, rdb)
         traces = [
             me.ask(f"remember that my api key is {secrets[0]}").headers["x-memory-trace-id"],
@@ -353,6 +355,7 @@ def test_secret_messages_queue_nothing_and_never_reach_redis(
 def test_correction_supersedes_the_memory_it_corrects(
     gateway: Gateway,
     upstream: Upstream,
+    rdb: redis.Redis,
     fact: str,
     question: str,
     correction: str,
@@ -361,6 +364,8 @@ def test_correction_supersedes_the_memory_it_corrects(
     new_word: str,
 ) -> None:
     me = User(gateway)
+    mining_idle(gateway, rdb)  # earlier tests' jobs are handled: what is counted next is ours
+    corrections = counter(gateway, "memgate_corrections_total")
     me.ask(fact)
     [cand] = pending(me, 1)
     assert cand["content"] == fact and cand["is_correction"] is False
@@ -380,9 +385,9 @@ def test_correction_supersedes_the_memory_it_corrects(
     # counted right after the candidate is queued: poll, then check it counted just this one
     wait_until(
         "the correction to be counted",
-        lambda: True if counter(gateway, "memgate_corrections_total") >= 1 else None,
+        lambda: True if counter(gateway, "memgate_corrections_total") >= corrections + 1 else None,
     )
-    assert counter(gateway, "memgate_corrections_total") == 1
+    assert counter(gateway, "memgate_corrections_total") == corrections + 1
 
     stored = confirm(me, cand["id"])
     new = stored["id"]
@@ -463,6 +468,8 @@ def test_confirm_with_edits_injects_the_edited_memory(
     gateway: Gateway, upstream: Upstream, rdb: redis.Redis
 ) -> None:
     me = User(gateway)
+    # decisions are counted by the request that makes them, so the change is this test's own
+    before = counters(gateway, "memgate_candidate_decisions_total", "decision")
     said = me.ask("I prefer tea")
     [cand] = pending(me, 1)
     assert cand["content"] == "I prefer tea"
@@ -490,7 +497,8 @@ def test_confirm_with_edits_injects_the_edited_memory(
     assert stored["evidence"]["trace_id"] == said.headers["x-memory-trace-id"]
     assert memory(me, stored["id"])["content"] == edited
     assert pending(me, 0) == []
-    decided = counters(gateway, "memgate_candidate_decisions_total", "decision")
+    after = counters(gateway, "memgate_candidate_decisions_total", "decision")
+    decided = {k: v - before.get(k, 0.0) for k, v in after.items()}
     assert {k: v for k, v in decided.items() if v} == {"edited": 1.0}
 
     raw = me.ask("What kind of tea do I like?", project="cafe")

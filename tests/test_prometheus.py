@@ -231,6 +231,12 @@ def _running_prometheus(
 
 
 @pytest.fixture
+def gateway(fresh_gateway: Gateway) -> Gateway:
+    """Prometheus reads this gateway's counters as they are: each test has one of its own."""
+    return fresh_gateway
+
+
+@pytest.fixture
 def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
     with _running_prometheus(gateway, tmp_path) as server:
         yield server

