@@ -4,13 +4,14 @@ memories, measure it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,6 @@ def _keys(args: argparse.Namespace) -> int:
     from gateway.errors import MemgateError
     from gateway.memory.identity import TENANT_HASH_CHARS
     from gateway.storage.keys import Keyring
-    from gateway.storage.redis_server import EmbeddedRedis
     from gateway.storage.store import Store
 
     if args.action == "legacy-tenant":
@@ -184,13 +184,8 @@ def _keys(args: argparse.Namespace) -> int:
         print(hashlib.sha256(key.encode()).hexdigest()[:TENANT_HASH_CHARS])
         return 0
     settings = Settings.from_env()
-    embedded = None
-    redis_url = settings.redis_url
-    if not redis_url:
-        embedded = EmbeddedRedis(settings.data_path / "redis")
-        redis_url = embedded.start()
 
-    async def run() -> int:
+    async def run(redis_url: str) -> int:
         store = Store(redis_url)
         keyring = Keyring(store, SystemClock())
         try:
@@ -216,11 +211,8 @@ def _keys(args: argparse.Namespace) -> int:
         finally:
             await store.aclose()
 
-    try:
-        return asyncio.run(run())
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    with _redis_for_command(settings, "stop it first.") as redis_url:
+        return asyncio.run(run(redis_url))
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -242,28 +234,13 @@ def _reembed(args: argparse.Namespace) -> int:
     from gateway.memory.embed import make_embedder
     from gateway.memory.memories import Memories
     from gateway.memory.reembed import reembed
-    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
     from gateway.storage.store import Store
     from gateway.upstream import Upstream
 
     settings = Settings.from_env()
     policy = _load_policy(settings)
-    embedded = None
-    redis_url = settings.redis_url
-    if not redis_url:
-        embedded = EmbeddedRedis(settings.data_path / "redis")
-        try:
-            redis_url = embedded.start()
-        except EmbeddedRedisError as exc:
-            if "already using" in str(exc):
-                raise CommandError(
-                    f"a running memgate holds the embedded Redis in {embedded.data_dir}; "
-                    "stop it first (the gateway itself moves memories of an earlier local "
-                    "model while it runs)."
-                ) from None
-            raise CommandError(str(exc)) from None
 
-    async def run() -> int:
+    async def run(redis_url: str) -> int:
         store, upstream = Store(redis_url), Upstream(settings)
         try:
             await store.check_query_engine()
@@ -273,11 +250,11 @@ def _reembed(args: argparse.Namespace) -> int:
             await upstream.aclose()
             await store.aclose()
 
-    try:
-        moved = asyncio.run(run())
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    held = (
+        "stop it first (the gateway itself moves memories of an earlier local model while it runs)."
+    )
+    with _redis_for_command(settings, held) as redis_url:
+        moved = asyncio.run(run(redis_url))
     print(f"re-embedded {moved} memories with {settings.embeddings}")
     return 0
 
@@ -285,25 +262,11 @@ def _reembed(args: argparse.Namespace) -> int:
 def _drop_previous_indexes(args: argparse.Namespace) -> int:
     import asyncio
 
-    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
     from gateway.storage.store import Store
 
     settings = Settings.from_env()
-    embedded = None
-    redis_url = settings.redis_url
-    if not redis_url:
-        embedded = EmbeddedRedis(settings.data_path / "redis")
-        try:
-            redis_url = embedded.start()
-        except EmbeddedRedisError as exc:
-            if "already using" in str(exc):
-                raise CommandError(
-                    f"a running memgate holds the embedded Redis in {embedded.data_dir}; "
-                    "it drops the previous indexes there itself."
-                ) from None
-            raise CommandError(str(exc)) from None
 
-    async def run() -> list[str]:
+    async def run(redis_url: str) -> list[str]:
         store = Store(redis_url)
         try:
             await store.check_query_engine()
@@ -311,16 +274,37 @@ def _drop_previous_indexes(args: argparse.Namespace) -> int:
         finally:
             await store.aclose()
 
-    try:
-        dropped = asyncio.run(run())
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    with _redis_for_command(settings, "it drops the previous indexes there itself.") as url:
+        dropped = asyncio.run(run(url))
     for name in dropped:
         print(f"dropped {name} (its memories stay)")
     if not dropped:
         print("no previous memory index to drop")
     return 0
+
+
+@contextlib.contextmanager
+def _redis_for_command(settings: Settings, held: str) -> Iterator[str]:
+    """The configured Redis, or the embedded one started for this command and stopped after
+    it; ``held`` tells the operator what to do when a running gateway holds it."""
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+
+    if settings.redis_url:
+        yield settings.redis_url
+        return
+    embedded = EmbeddedRedis(settings.data_path / "redis")
+    try:
+        url = embedded.start()
+    except EmbeddedRedisError as exc:
+        if "already using" in str(exc):
+            raise CommandError(
+                f"a running memgate holds the embedded Redis in {embedded.data_dir}; {held}"
+            ) from None
+        raise CommandError(str(exc)) from None
+    try:
+        yield url
+    finally:
+        embedded.stop()
 
 
 def _benchmarks() -> None:

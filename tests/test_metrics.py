@@ -8,7 +8,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.memory.recall import CHECKS
 from gateway.observability import metrics as m
 from gateway.observability.metrics import Metrics
 
@@ -168,8 +167,6 @@ def test_label_values_are_bounded_and_preinitialised(metrics: Metrics) -> None:
         return {s.labels[label] for s in samples(metrics, name)}
 
     assert label_values("memgate_recall_dropped_total", "reason") == set(m.DROP_REASONS)
-    # recall's checks, in the order it runs them, then the selection's cuts
-    assert m.DROP_REASONS == (*CHECKS, "limit", "budget")
     assert set(m.DROP_REASONS) == {
         "expired", "scope", "source", "threshold", "superseded",
         "conflict", "sensitivity", "limit", "budget", "paused",

@@ -29,6 +29,7 @@ from gateway.memory.records import Memory
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
 from gateway.memory.textsearch import tokens as text_tokens
+from gateway.observability.metrics import RECALL_CHECKS
 from gateway.storage.store import Hit, Store, merge_hits
 
 # Memories of one user above which recall switches to its large-user searches: the vector
@@ -39,16 +40,7 @@ _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
 _STANDING_CAPACITY = 10_000
-CHECKS = (
-    "expired",
-    "scope",
-    "source",
-    "threshold",
-    "superseded",
-    "conflict",
-    "sensitivity",
-    "paused",
-)
+CHECKS = RECALL_CHECKS
 STANDING, TOPICAL = "standing", "topical"
 
 

@@ -45,9 +45,8 @@ UPSTREAM_ROUTES = ("chat", "responses", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")
-# Every reason recall can leave a candidate out for: its checks in the order it runs them
-# (``gateway.memory.recall.CHECKS``, held equal by a test), then the selection's cuts.
-DROP_REASONS = (
+# Recall's checks, in the order it runs them (recall reads them from here)...
+RECALL_CHECKS = (
     "expired",
     "scope",
     "source",
@@ -56,9 +55,9 @@ DROP_REASONS = (
     "conflict",
     "sensitivity",
     "paused",
-    "limit",
-    "budget",
 )
+# ... and every reason recall can leave a candidate out for: the checks, then the cuts.
+DROP_REASONS = (*RECALL_CHECKS, "limit", "budget")
 CANDIDATE_OUTCOMES = (
     "queued",
     "refused_sensitive",
