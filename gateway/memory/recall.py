@@ -24,11 +24,20 @@ from gateway.clock import Clock
 from gateway.memory import inject, tokens
 from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, RecallSpec, topics_of
+from gateway.memory.policy import Policy, topics_of
 from gateway.memory.records import Memory
+from gateway.memory.selection import (
+    STANDING,
+    Candidate,
+    first_failure,
+    in_scope,
+    score,
+    select,
+    specificity,
+    when,
+)
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
-from gateway.memory.textsearch import tokens as text_tokens
 from gateway.observability.metrics import RECALL_CHECKS
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -41,44 +50,6 @@ _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # this bounds the cache's memory use); the least recently recalled are dropped first.
 _STANDING_CAPACITY = 10_000
 CHECKS = RECALL_CHECKS
-STANDING, TOPICAL = "standing", "topical"
-
-
-@dataclass(slots=True)
-class Candidate:
-    memory: Memory
-    vector: float
-    text: float
-    fused: float
-    text_norm: float = 0.0
-    lane: str = TOPICAL
-    topics: tuple[str, ...] = ()  # topics shared with the request
-    shared_terms: int = 0
-    decision: str = "dropped"
-    reason: str | None = None
-
-    def to_trace(self) -> dict[str, Any]:
-        m = self.memory
-        return {
-            "id": m.id,
-            "type": m.type,
-            "scope": m.scope,
-            "project_id": m.project_id,
-            "source": m.source,
-            "slot": m.slot,
-            "applies": m.applies or "relevant",
-            "lane": self.lane,
-            "scores": {
-                "vector": round(self.vector, 4),
-                "text": round(self.text, 4),
-                "text_norm": round(self.text_norm, 4),
-                "fused": round(self.fused, 4),
-            },
-            "topics": list(self.topics),
-            "shared_terms": self.shared_terms,
-            "decision": self.decision,
-            "reason": self.reason,
-        }
 
 
 @dataclass(slots=True)
@@ -234,7 +205,7 @@ class Recaller:
         result.candidates += [
             Candidate(m, 0.0, 0.0, 0.0, lane=STANDING)
             for m in standing.memories
-            if _in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
+            if in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
         ]
         terms = searches.query_terms if searches else frozenset()
         await self._check(result, ident, now, terms)
@@ -352,7 +323,7 @@ class Recaller:
     ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
-            cand.reason = self._first_failure(cand, ident, now, terms)
+            cand.reason = first_failure(cand, self.policy, ident, now, terms)
             if cand.reason is None:
                 alive.append(cand)
         result.conflicts = await self._resolve_conflicts(alive, ident)
@@ -361,40 +332,6 @@ class Recaller:
                 cand.memory.sensitivity
             ):
                 cand.reason = "sensitivity"
-
-    def _first_failure(
-        self, cand: Candidate, ident: Identity, now: datetime, terms: frozenset[str]
-    ) -> str | None:
-        m = cand.memory
-        if m.expires_at is not None and m.expires_at <= now:
-            return "expired"
-        if not _in_scope(m, ident):
-            return "scope"
-        if not self.policy.has_source(m.source) or not self.policy.source(m.source).recall:
-            return "source"
-        if cand.lane == TOPICAL and not self._relevant(cand, terms):
-            return "threshold"
-        if m.status != "active" or m.superseded_by:
-            return "superseded"
-        return None
-
-    def _relevant(self, cand: Candidate, terms: frozenset[str]) -> bool:
-        """Related in meaning, about a topic of the request, or sharing several content
-        words with a meaning that is not unrelated.
-
-        None of these depends on the index (a BM25 score does), and one shared incidental
-        word ("python" the pet, "Python" the language) is never enough; a memory in the
-        other language (no shared words) is judged on its meaning and topics.
-        """
-        bar = self.policy.recall.relevance
-        if cand.vector >= bar.similarity:
-            return True
-        if cand.topics and cand.vector >= bar.topic_min_similarity:
-            return True
-        if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
-            cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
-            return cand.shared_terms >= bar.shared_terms
-        return False
 
     async def _resolve_conflicts(self, alive: list[Candidate], ident: Identity) -> int:
         """Two live memories about the same subject: in a one-valued slot (answer language,
@@ -413,7 +350,7 @@ class Recaller:
         for key, group in by_slot.items():
             if len(group) < 2:
                 continue
-            group.sort(key=lambda c: (_specificity(c.memory), _when(c.memory)), reverse=True)
+            group.sort(key=lambda c: (specificity(c.memory), when(c.memory)), reverse=True)
             if key[0] in one:
                 for older in group[1:]:
                     older.reason = "conflict"
@@ -436,84 +373,16 @@ class Recaller:
         return conflicts
 
     def _select(self, result: RecallResult, model: str) -> None:
-        """Topical survivors first (best first, up to ``topical.max``, or ``close_max`` while
-        they rank within ``close_within`` of the best), then standing ones
-        (narrowest scope, then newest, up to ``standing.max``), all within
-        ``max_memories`` and the token budget."""
-        spec = self.policy.recall
-        # both headings counted from the start: a bound, the exact count is taken at the end
-        used = tokens.count(inject.render([], []), model)
-        alive = [c for c in result.candidates if c.reason is None]
-        topical = [c for c in alive if c.lane == TOPICAL]
-        standing = sorted(
-            (c for c in alive if c.lane == STANDING),
-            key=lambda c: (_specificity(c.memory), _when(c.memory)),
-            reverse=True,
-        )
-        close = spec.topical
-        # a topical memory past topical.max still fits when it ranks close to the best one
-        close_bar = topical[0].fused - close.close_within if topical else 0.0
-        for lane, group, lines in (
-            (TOPICAL, topical, result.fact_lines),
-            (STANDING, standing, result.standing_lines),
-        ):
-            lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
-            taken = 0
-            for cand in group:
-                over = taken >= lane_max and not (
-                    lane == TOPICAL and taken < close.close_max and cand.fused >= close_bar
-                )
-                if over or len(result.injected) >= spec.max_memories:
-                    cand.reason = "limit"
-                    continue
-                line = inject.line_for(cand.memory)
-                cost = tokens.count_recurring(line, model) + 1
-                if used + cost > spec.token_budget:
-                    cand.reason = "budget"
-                    continue
-                used += cost
-                taken += 1
-                cand.decision = "injected"
-                result.injected.append(cand.memory)
-                lines.append(line)
+        chosen = select(result.candidates, self.policy.recall, model)
+        result.injected = chosen.injected
+        result.standing_lines = chosen.standing_lines
+        result.fact_lines = chosen.fact_lines
         result.tokens = tokens.count(result.message, model) if result.injected else 0
 
 
 def _searches_topical(plan: _Owner) -> bool:
     """Whether a user may have topical memories (a missing count is not known to be 0)."""
     return plan.topical is None or plan.topical > 0
-
-
-def score(hit: Hit, spec: RecallSpec) -> Candidate:
-    """The recaller's fused score (the benchmarks rank with it too)."""
-    # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
-    # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
-    c = spec.text_saturation
-    text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
-    fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
-    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
-
-
-def _in_scope(memory: Memory, ident: Identity) -> bool:
-    if memory.scope == "global":
-        return True
-    if memory.scope == "project":
-        return bool(ident.project_id) and memory.project_id == ident.project_id
-    if memory.scope.startswith("task:"):
-        return ident.task is not None and memory.scope == f"task:{ident.task}"
-    return False
-
-
-def _specificity(memory: Memory) -> int:
-    """A task-scoped memory is more specific than a project one, which is more than global."""
-    if memory.scope.startswith("task:"):
-        return 2
-    return 1 if memory.scope == "project" else 0
-
-
-def _when(memory: Memory) -> float:
-    moment = memory.confirmed_at or memory.updated_at or memory.created_at
-    return moment.timestamp() if moment else 0.0
 
 
 def _ms(seconds: float) -> float:

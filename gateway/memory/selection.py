@@ -1,0 +1,184 @@
+"""Recall's decisions on candidates already found: the checks, relevance and the selection
+under the policy's counts and token budget. Pure: no Redis, no embedder, no clock of its own,
+so each rule is unit-tested on hand-made candidates (``tests/test_selection.py``); the
+recaller (``gateway.memory.recall``) finds the candidates and applies what this decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gateway.memory import inject, tokens
+from gateway.memory.identity import Identity
+from gateway.memory.policy import Policy, RecallSpec
+from gateway.memory.records import Memory
+from gateway.memory.textsearch import tokens as text_tokens
+
+if TYPE_CHECKING:  # a type only: this module sends nothing to Redis
+    from gateway.storage.store import Hit
+
+STANDING, TOPICAL = "standing", "topical"
+
+
+@dataclass(slots=True)
+class Candidate:
+    memory: Memory
+    vector: float
+    text: float
+    fused: float
+    text_norm: float = 0.0
+    lane: str = TOPICAL
+    topics: tuple[str, ...] = ()  # topics shared with the request
+    shared_terms: int = 0
+    decision: str = "dropped"
+    reason: str | None = None
+
+    def to_trace(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "id": m.id,
+            "type": m.type,
+            "scope": m.scope,
+            "project_id": m.project_id,
+            "source": m.source,
+            "slot": m.slot,
+            "applies": m.applies or "relevant",
+            "lane": self.lane,
+            "scores": {
+                "vector": round(self.vector, 4),
+                "text": round(self.text, 4),
+                "text_norm": round(self.text_norm, 4),
+                "fused": round(self.fused, 4),
+            },
+            "topics": list(self.topics),
+            "shared_terms": self.shared_terms,
+            "decision": self.decision,
+            "reason": self.reason,
+        }
+
+
+def score(hit: Hit, spec: RecallSpec) -> Candidate:
+    """The recaller's fused score (the benchmarks rank with it too)."""
+    # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
+    # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
+    c = spec.text_saturation
+    text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
+    fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
+    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
+
+
+def in_scope(memory: Memory, ident: Identity) -> bool:
+    if memory.scope == "global":
+        return True
+    if memory.scope == "project":
+        return bool(ident.project_id) and memory.project_id == ident.project_id
+    if memory.scope.startswith("task:"):
+        return ident.task is not None and memory.scope == f"task:{ident.task}"
+    return False
+
+
+def specificity(memory: Memory) -> int:
+    """A task-scoped memory is more specific than a project one, which is more than global."""
+    if memory.scope.startswith("task:"):
+        return 2
+    return 1 if memory.scope == "project" else 0
+
+
+def when(memory: Memory) -> float:
+    moment = memory.confirmed_at or memory.updated_at or memory.created_at
+    return moment.timestamp() if moment else 0.0
+
+
+def first_failure(
+    cand: Candidate, policy: Policy, ident: Identity, now: datetime, terms: frozenset[str]
+) -> str | None:
+    """The first check ``cand`` fails (its drop reason), or None. Conflicts, sensitivity and
+    the pause are judged by the recaller afterwards."""
+    m = cand.memory
+    if m.expires_at is not None and m.expires_at <= now:
+        return "expired"
+    if not in_scope(m, ident):
+        return "scope"
+    if not policy.has_source(m.source) or not policy.source(m.source).recall:
+        return "source"
+    if cand.lane == TOPICAL and not relevant(cand, policy.recall, terms):
+        return "threshold"
+    if m.status != "active" or m.superseded_by:
+        return "superseded"
+    return None
+
+
+def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
+    """Related in meaning, about a topic of the request, or sharing several content
+    words with a meaning that is not unrelated.
+
+    None of these depends on the index (a BM25 score does), and one shared incidental
+    word ("python" the pet, "Python" the language) is never enough; a memory in the
+    other language (no shared words) is judged on its meaning and topics.
+    """
+    bar = spec.relevance
+    if cand.vector >= bar.similarity:
+        return True
+    if cand.topics and cand.vector >= bar.topic_min_similarity:
+        return True
+    if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
+        cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
+        return cand.shared_terms >= bar.shared_terms
+    return False
+
+
+@dataclass(slots=True)
+class Selection:
+    """What one request gets: the memories, and their lines for the memory message."""
+
+    injected: list[Memory] = field(default_factory=list)
+    standing_lines: list[str] = field(default_factory=list)
+    fact_lines: list[str] = field(default_factory=list)
+
+
+def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Selection:
+    """Topical survivors first (best first, up to ``topical.max``, or ``close_max`` while
+    they rank within ``close_within`` of the best), then standing ones
+    (narrowest scope, then newest, up to ``standing.max``), all within
+    ``max_memories`` and the token budget. Marks each candidate left out with its reason
+    (``limit`` or ``budget``) and each one taken as injected."""
+    # both headings counted from the start: a bound, the exact count is taken at the end
+    used = tokens.count(inject.render([], []), model)
+    alive = [c for c in candidates if c.reason is None]
+    chosen = Selection()
+    topical = [c for c in alive if c.lane == TOPICAL]
+    standing = sorted(
+        (c for c in alive if c.lane == STANDING),
+        key=lambda c: (specificity(c.memory), when(c.memory)),
+        reverse=True,
+    )
+    close = spec.topical
+    # a topical memory past topical.max still fits when it ranks close to the best one
+    close_bar = topical[0].fused - close.close_within if topical else 0.0
+    for lane, group, lines in (
+        (TOPICAL, topical, chosen.fact_lines),
+        (STANDING, standing, chosen.standing_lines),
+    ):
+        lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
+        taken = 0
+        for cand in group:
+            over = taken >= lane_max and not (
+                lane == TOPICAL and taken < close.close_max and cand.fused >= close_bar
+            )
+            if over or len(chosen.injected) >= spec.max_memories:
+                cand.reason = "limit"
+                continue
+            line = inject.line_for(cand.memory)
+            cost = tokens.count_recurring(line, model) + 1
+            if used + cost > spec.token_budget:
+                cand.reason = "budget"
+                continue
+            used += cost
+            taken += 1
+            cand.decision = "injected"
+            chosen.injected.append(cand.memory)
+            lines.append(line)
+    return chosen

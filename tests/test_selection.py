@@ -1,0 +1,147 @@
+"""Recall's decisions on hand-made candidates: the checks, relevance and the selection, with
+no Redis, embedder or server (``gateway.memory.selection``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import count
+
+import pytest
+
+from gateway.memory import inject, tokens
+from gateway.memory.identity import Identity
+from gateway.memory.policy import Policy, RecallSpec, load_policy
+from gateway.memory.records import Memory
+from gateway.memory.selection import (
+    STANDING,
+    Candidate,
+    first_failure,
+    select,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+ME = Identity("t", "u", "blog", "on", "tr_sel", task="work")
+_ids = count()
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy()
+
+
+@pytest.fixture(scope="module")
+def spec(policy: Policy) -> RecallSpec:
+    return policy.recall
+
+
+def memory(content: str, *, days_old: float = 1.0, **fields: object) -> Memory:
+    at = NOW - timedelta(days=days_old)
+    values: dict[str, object] = {
+        "id": f"m{next(_ids)}",
+        "tenant": "t",
+        "user": "u",
+        "content": content,
+        "type": "preference",
+        "source": "user_stated",
+        "created_at": at,
+        "confirmed_at": at,
+    }
+    values.update(fields)
+    return Memory(**values)  # type: ignore[arg-type]
+
+
+def topical(
+    content: str, fused: float, *, vector: float | None = None, **fields: object
+) -> Candidate:
+    return Candidate(memory(content, **fields), fused if vector is None else vector, 0.0, fused)
+
+
+def standing(content: str, **fields: object) -> Candidate:
+    return Candidate(memory(content, applies="always", **fields), 0.0, 0.0, 0.0, lane=STANDING)
+
+
+def test_topical_memories_come_first_and_standing_ones_fill_the_rest(spec: RecallSpec) -> None:
+    facts = [topical(f"fact {i}", 0.9 - i / 10) for i in range(4)]
+    prefs = [standing(f"preference {i}") for i in range(6)]
+    chosen = select([*prefs, *facts], spec, "gpt-4o-mini")
+    taken = [m.content for m in chosen.injected]
+    assert taken[: spec.topical.max] == ["fact 0", "fact 1"][: spec.topical.max]
+    assert len(taken) == spec.max_memories
+    assert (
+        sum(c.memory.content.startswith("preference") for c in prefs if c.decision == "injected")
+        <= spec.standing.max
+    )
+    assert {c.reason for c in [*facts, *prefs] if c.decision != "injected"} == {"limit"}
+    assert len(chosen.fact_lines) + len(chosen.standing_lines) == len(chosen.injected)
+
+
+def test_standing_memories_go_narrowest_scope_then_newest(spec: RecallSpec) -> None:
+    old = standing("Answer in English", days_old=30)
+    new = standing("Use bullet points", days_old=1)
+    task = standing("Sign emails as Li", scope="task:work", days_old=60)
+    chosen = select([old, new, task], spec, "gpt-4o-mini")
+    assert [m.content for m in chosen.injected] == [
+        "Sign emails as Li",
+        "Use bullet points",
+        "Answer in English",
+    ]
+
+
+def test_a_third_topical_memory_only_when_it_ranks_close_to_the_best(spec: RecallSpec) -> None:
+    best = spec.topical.close_within
+    close = [topical("a", 0.80), topical("b", 0.79), topical("c", 0.80 - best / 2)]
+    assert len(select(close, spec, "gpt-4o-mini").injected) == min(3, spec.topical.close_max)
+    far = [topical("a", 0.80), topical("b", 0.79), topical("c", 0.80 - best * 2)]
+    assert len(select(far, spec, "gpt-4o-mini").injected) == spec.topical.max
+    assert far[2].reason == "limit"
+
+
+def test_the_token_budget_leaves_out_what_does_not_fit(spec: RecallSpec) -> None:
+    long = topical("I am allergic to peanuts " * 20, 0.9)
+    short = topical("I have a cat named Mochi", 0.8)
+    model = "gpt-4o-mini"
+    # room for the headings (their random delimiter varies by a few tokens) and the short
+    # line, not for the long one
+    heading = tokens.count(inject.render([], []), model)
+    room = heading + 40
+    room += tokens.count(inject.line_for(short.memory), model)
+    assert tokens.count(inject.line_for(long.memory), model) > room - heading
+    tight = spec.model_copy(update={"token_budget": room})
+    chosen = select([long, short], tight, model)
+    assert [m.content for m in chosen.injected] == ["I have a cat named Mochi"]
+    assert long.reason == "budget"
+
+
+def test_checks_run_in_order_and_name_the_first_failure(policy: Policy) -> None:
+    words = frozenset({"python", "json"})
+
+    def reason(cand: Candidate) -> str | None:
+        return first_failure(cand, policy, ME, NOW, words)
+
+    assert reason(topical("x", 0.9, expires_at=NOW - timedelta(seconds=1))) == "expired"
+    assert reason(topical("x", 0.9, scope="project", project_id="shop")) == "scope"
+    assert reason(topical("x", 0.9, scope="project", project_id="blog")) is None
+    assert reason(standing("x", scope="task:home")) == "scope"
+    assert reason(topical("x", 0.9, source="assistant_inferred")) == "source"
+    assert reason(topical("x", 0.9, superseded_by="m0", status="superseded")) == "superseded"
+    # a standing memory needs no relevance; a topical one does
+    assert reason(standing("Always answer in English")) is None
+    assert reason(topical("My cat is called Mochi", 0.05)) == "threshold"
+
+
+def test_one_incidental_shared_word_is_not_relevance(policy: Policy) -> None:
+    bar = policy.recall.relevance
+    pet = Candidate(
+        memory("My pet is a ball python named Monty"),
+        bar.shared_terms_min_similarity + 0.01,
+        5.0,
+        0.3,
+    )
+    assert first_failure(pet, policy, ME, NOW, frozenset({"python", "json", "read"})) == "threshold"
+    assert pet.shared_terms == 1
+    # a topic shared with the request is relevance enough, whatever the words
+    allergy = topical("I'm allergic to peanuts", 0.1, vector=bar.topic_min_similarity)
+    allergy.topics = ("food",)
+    assert first_failure(allergy, policy, ME, NOW, frozenset({"dinner", "menu"})) is None
