@@ -26,6 +26,7 @@ from gateway.http.admin import ROUTER as ADMIN_ROUTER
 from gateway.http.memory_api import ROUTES as MEMORY_ROUTES
 from gateway.http.proxy import chat_completions, passthrough, responses_create
 from gateway.http.services import Services
+from gateway.loops import raise_if_cancelled
 from gateway.memory.access import AdminThrottle, Gatekeeper, trusted_networks
 from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
@@ -194,6 +195,7 @@ async def _sample_gauges(store: Store, metrics: Metrics, clock: Clock, every: fl
             metrics.pending_candidates.set(pending)
         except Exception:
             metrics.backend_errors.labels("redis").inc()
+        raise_if_cancelled()
         await asyncio.sleep(every)
 
 

@@ -13,6 +13,7 @@ import structlog
 
 from gateway.clock import SystemClock
 from gateway.config import Settings
+from gateway.memory import reembed as reembed_module
 from gateway.memory.embed import LocalEmbedder, UpstreamEmbedder
 from gateway.memory.identity import Identity, tenant_for_key
 from gateway.memory.memories import Memories
@@ -204,3 +205,39 @@ async def test_moving_repeats_for_memories_an_older_replica_writes_later(
             mover.cancel()
             await old_store.aclose()
             await store.aclose()
+
+
+class _Settled:
+    """Just what the background move needs of ``Memories`` besides ``carry_over``."""
+
+    class embedder:
+        paid = False
+
+    async def settle(self) -> int:
+        return 0
+
+
+async def test_a_swallowed_cancellation_still_ends_the_background_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A library may turn a cancellation into an ordinary return (``asyncio.wait_for`` on
+    Python 3.11 does when its inner call completes at the same moment): the loop still
+    stops instead of going round for ever."""
+    entered = asyncio.Event()
+
+    async def swallowing(memories: object) -> int:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass  # dropped, as such a library would
+        return 0
+
+    monkeypatch.setattr(reembed_module, "carry_over", swallowing)
+    mover = asyncio.ensure_future(
+        reembed_module.keep_carrying_over(_Settled(), every=0.01)  # type: ignore[arg-type]
+    )
+    await entered.wait()
+    mover.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(mover, timeout=60)

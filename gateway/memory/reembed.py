@@ -24,6 +24,7 @@ import asyncio
 
 import structlog
 
+from gateway.loops import raise_if_cancelled
 from gateway.memory.memories import Memories
 from gateway.memory.records import Memory
 from gateway.memory.textsearch import search_text
@@ -81,6 +82,7 @@ async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> Non
             log.error("settle_failed", error=type(exc).__name__)
         if memories.embedder.paid:
             return
+        raise_if_cancelled()
         await asyncio.sleep(every)
 
 
