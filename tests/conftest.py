@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from gateway.app import create_app
 from gateway.clock import Clock
@@ -261,3 +263,47 @@ def gateway(_shared_gateway: Gateway, upstream: Upstream) -> Iterator[Gateway]:
         "the test left the shared gateway's admin sign-in locked; give it fresh_gateway"
     )
     assert resp.json()["data"] == [], "the test left gateway keys in the shared gateway's Redis"
+
+
+# --- a real browser --------------------------------------------------------------------------
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium driven by Playwright, started once per worker: each test
+    opens contexts of its own (cookies, locale, viewport), so nothing carries over."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("Debian's chromium package is required (./scripts/test installs it).")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where browser tests save their screenshots (MEMGATE_SCREENSHOT_DIR keeps them)."""
+    folder = Path(os.environ.get("MEMGATE_SCREENSHOT_DIR") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()

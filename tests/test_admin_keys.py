@@ -19,10 +19,8 @@ from playwright.sync_api import Browser, Page, expect
 
 from gateway.storage.redis_server import EmbeddedRedis
 from tests.conftest import Gateway, GatewayFactory, Upstream
-from tests.test_admin_page import ADMIN_TOKEN, _signed_in, browser, page, sign_in
-from tests.test_admin_views import DESKTOP, PHONE, _both_widths, _no_page_overflow, shots
-
-__all__ = ["browser", "page", "shots"]  # fixtures, shared with the other admin tests
+from tests.test_admin_page import ADMIN_TOKEN, _signed_in, sign_in
+from tests.test_admin_views import DESKTOP, PHONE, _both_widths, _no_page_overflow
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]}
 OPERATOR_UPSTREAM = "sk-operator-default-for-keys"

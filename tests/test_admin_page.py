@@ -4,14 +4,12 @@ its sign-in and CSRF rules over plain HTTP."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from gateway.clock import ManualClock, SystemClock
 from gateway.memory.identity import tenant_for_key
@@ -20,37 +18,6 @@ from tests.test_mining_e2e import memories, pending
 from tests.test_recall import User
 
 ADMIN_TOKEN = "test-admin-token"  # what conftest's make_gateway configures
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-default-apps",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("Debian's chromium package is required (./scripts/test installs it).")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
 
 
 def sign_in(page: Page, gw: Gateway) -> None:

@@ -7,7 +7,6 @@ is set (for review by eye), else to the test's temporary directory.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,22 +21,13 @@ from gateway.http.admin_text import catalog_path
 from gateway.memory.identity import tenant_for_key
 from gateway.memory.policy import load_policy
 from tests.conftest import Gateway, GatewayFactory
-from tests.test_admin_page import ADMIN_TOKEN, _signed_in, browser, page, sign_in
+from tests.test_admin_page import ADMIN_TOKEN, _signed_in, sign_in
 from tests.test_mining_e2e import memories
 from tests.test_recall import User
-
-__all__ = ["browser", "page"]  # fixtures, shared with the walk-through tests
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1366, "height": 900}
 ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-@pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("MEMGATE_SCREENSHOT_DIR") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _base(me: User) -> str:

@@ -4,17 +4,14 @@ headless Chromium with every request outside the gateway refused."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, Route, sync_playwright
+from playwright.sync_api import Browser, Route
 
 from tests.conftest import Gateway
-from tests.test_admin_page import CHROMIUM_FLAGS
 
 KEY = "sk-test-docs"
 
@@ -130,17 +127,6 @@ def test_only_what_a_caller_sends_is_a_parameter(gateway: Gateway) -> None:
             assert {f"{{{name}}}" for name in in_path} == set(re.findall(r"{\w+}", path))
             assert in_query == filters.get((method, path), set()), (method, path)
             assert {p["in"] for p in params} <= {"path", "query", "header"}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("Debian's chromium package is required (./scripts/test installs it).")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
 
 
 def test_schema_page_renders_with_no_network(gateway: Gateway, browser: Browser) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import subprocess
 import sys
@@ -597,3 +598,32 @@ def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
         text=True,
     ).stdout.split("\n")
     assert out[0].startswith(str(site)) and out[1] == "6"
+
+
+def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> None:
+    """``topics_of`` looks keywords up in one index (a request pays it before its searches
+    are sent); each topic's own ``matches`` is the reference, on every topic example, the
+    shipped scenarios' texts and random mixtures of their words in both languages."""
+    from gateway.memory.policy import normalize, plain_words, topics_of
+    from gateway.memory.scenario_eval import SHIPPED, load_scenarios
+
+    texts = [t for topic in policy.topics for t in (*topic.examples, *topic.not_examples)]
+    for scenario in load_scenarios(SHIPPED):
+        texts += [scenario.request.message, *(m.content for m in scenario.memories)]
+    keywords = [k for topic in policy.topics for k in topic.keywords]
+    rng = random.Random(5)
+    for _ in range(400):
+        parts = rng.sample(texts, 2) + rng.sample(keywords, 3)
+        rng.shuffle(parts)
+        texts.append(
+            rng.choice(["", " ", "，"]).join(parts).upper()
+            if rng.random() < 0.2
+            else " ".join(parts)
+        )
+    assert len(texts) > 1000
+    for text in texts:
+        folded = normalize(text)
+        lowered = folded.lower()
+        words = plain_words(lowered)
+        want = [t.name for t in policy.topics if t.matches(folded, lowered, words)]
+        assert topics_of(text, policy) == want, text

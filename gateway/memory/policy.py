@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property, lru_cache
@@ -329,8 +329,18 @@ class TopicSpec(_Model):
         found = plain_words(low) if words is None else words
         if found & self._words or any(k in text for k in self._cjk):
             return True
+        return self.matches_beyond_keywords(text, low)
+
+    def matches_beyond_keywords(self, text: str, lowered: str, *, hinted: bool = True) -> bool:
+        """Its other keywords and its patterns (its plain and CJK keywords aside);
+        ``hinted=False``: a caller found none of its phrases' first words in the text."""
         phrases = self._phrases
-        if phrases is not None and any(h in low for h in phrases[0]) and phrases[1].search(text):
+        if (
+            hinted
+            and phrases is not None
+            and any(h in lowered for h in phrases[0])
+            and phrases[1].search(text)
+        ):
             return True
         return any(rule.compiled.search(text) for rule in self.patterns)
 
@@ -543,6 +553,10 @@ class Policy(_Model):
         )
 
     @cached_property
+    def topic_keywords(self) -> TopicKeywords:
+        return TopicKeywords.of(self.topics)
+
+    @cached_property
     def one_valued_slots(self) -> frozenset[str]:
         return frozenset(s.name for s in self.slots if s.values == "one")
 
@@ -611,6 +625,58 @@ def derive_applies(
     return spec.default
 
 
+@dataclass(frozen=True)
+class TopicKeywords:
+    """Every topic's keywords indexed by what a text is scanned for (its words, its
+    characters), so that a request costs a lookup per word and per character instead of a
+    scan per keyword per topic: topic detection runs before each recall's searches are
+    sent. Decides exactly as ``TopicSpec.matches`` (a test holds the two equal)."""
+
+    by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
+    by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
+    hints: dict[str, tuple[tuple[str, int], ...]]  # a phrase's first word's first character
+
+    @staticmethod
+    def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
+        by_word: dict[str, list[int]] = {}
+        by_char: dict[str, list[tuple[str, int]]] = {}
+        hints: dict[str, list[tuple[str, int]]] = {}
+        for i, topic in enumerate(topics):
+            for word in topic._words:
+                by_word.setdefault(word, []).append(i)
+            for keyword in topic._cjk:
+                by_char.setdefault(keyword[0], []).append((keyword, i))
+            for hint in topic._phrases[0] if topic._phrases else ():
+                hints.setdefault(hint[0], []).append((hint, i))
+
+        def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
+            return {key: tuple(values) for key, values in index.items()}
+
+        return TopicKeywords(frozen(by_word), frozen(by_char), frozen(hints))
+
+    def found(self, folded: str, words: frozenset[str]) -> set[int]:
+        """Topics (by position) a plain or CJK keyword of which the text holds."""
+        hit: set[int] = set()
+        by_word = self.by_word
+        for word in words:
+            hit.update(by_word.get(word, ()))
+        _starting(self.by_char, folded, hit)
+        return hit
+
+    def hinted(self, lowered: str) -> set[int]:
+        """Topics the first word of one of whose phrases the lower-cased text holds."""
+        hit: set[int] = set()
+        _starting(self.hints, lowered, hit)
+        return hit
+
+
+def _starting(index: dict[str, tuple[tuple[str, int], ...]], text: str, hit: set[int]) -> None:
+    """Adds the topics of the indexed strings found in ``text``, wherever they start."""
+    for at, char in enumerate(text):
+        if char in index:
+            hit.update(t for s, t in index[char] if t not in hit and text.startswith(s, at))
+
+
 def topics_of(text: str, policy: Policy) -> list[str]:
     """The policy's topics the text is about, in policy order."""
     if not text:
@@ -618,7 +684,14 @@ def topics_of(text: str, policy: Policy) -> list[str]:
     folded = normalize(text)
     lowered = folded.lower()
     words = plain_words(lowered)
-    return [topic.name for topic in policy.topics if topic.matches(folded, lowered, words)]
+    index = policy.topic_keywords
+    hit = index.found(folded, words)
+    hinted = index.hinted(lowered)
+    return [
+        topic.name
+        for i, topic in enumerate(policy.topics)
+        if i in hit or topic.matches_beyond_keywords(folded, lowered, hinted=i in hinted)
+    ]
 
 
 # --------------------------------------------------------------------------------------------

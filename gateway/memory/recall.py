@@ -36,7 +36,7 @@ from gateway.memory.selection import (
     specificity,
     when,
 )
-from gateway.memory.sensitivity import redact
+from gateway.memory.sensitivity import Scan, redact, scan
 from gateway.memory.textsearch import search_text
 from gateway.observability.metrics import RECALL_CHECKS
 from gateway.storage.store import Hit, Store, merge_hits
@@ -45,6 +45,7 @@ from gateway.storage.store import Hit, Store, merge_hits
 # search walks HNSW in batches, and the keyword search leaves out the topic clause (see
 # ``Recaller._search``). ``memgate bench recall`` times both sides of it.
 LARGE_USER = 3000
+_QUERY_CHARS = 2000  # of the question, searched for (a question, not a document)
 _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
@@ -138,7 +139,14 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
-        result.query_preview = self._preview(text)
+        # One scan for the trace's preview and the search query: a question is usually
+        # shorter than either's cut, and then both read the same text.
+        head = text[:_QUERY_CHARS]
+        found = scan(head, self.policy)
+        result.query_preview = self._preview(text, found if head == text else None)
+        # A secret the user typed means nothing to recall, and a query is a Redis command
+        # (which Redis's slow log may keep): it is cut out before the query is built.
+        query = redact(head, self.policy, "high", replacement=" ", scanned=found)
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
@@ -150,7 +158,7 @@ class Recaller:
         searches: _Searches | None = None
         try:
             if seen is not None and not seen.paused and _searches_topical(seen):
-                searches = await self._search(ident, text, now, seen)
+                searches = await self._search(ident, query, now, seen)
             settings = await settings_read
         except BaseException:
             _abandon(settings_read)
@@ -176,7 +184,7 @@ class Recaller:
             return result
         self._remember(owner, known)
         if searches is None and _searches_topical(known):
-            searches = await self._search(ident, text, now, known)
+            searches = await self._search(ident, query, now, known)
         elif searches is not None and not _searches_topical(known):
             searches.cancel()
             searches = None
@@ -219,14 +227,17 @@ class Recaller:
         }
         return result
 
-    def _preview(self, text: str) -> str | None:
+    def _preview(self, text: str, scanned: Scan | None) -> str | None:
         """The question's first characters for the trace, with secrets and personal
         identifiers (contact details included) cut out first; None when the policy keeps
-        no preview."""
+        no preview. ``scanned``: the scan of ``text`` whole, if the caller has it."""
         chars = self.policy.recall.trace_preview_chars
         if not chars:
             return None
-        clean = " ".join(redact(text[: chars * 4], self.policy, "medium").split())
+        head = text[: chars * 4]
+        clean = " ".join(
+            redact(head, self.policy, "medium", scanned=scanned if head == text else None).split()
+        )
         return clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
 
     async def _standing(self, ident: Identity, version: str) -> _Standing:
@@ -251,9 +262,10 @@ class Recaller:
         return _Standing(found, queried=True)
 
     async def _search(self, ident: Identity, text: str, now: datetime, plan: _Owner) -> _Searches:
-        """The topical searches under way: the keyword-or-topic query first, so that Redis
-        runs it while the query is embedded, then the vector search the moment the vector
-        exists. The replies are read afterwards."""
+        """The topical searches for ``text`` (the question, secrets cut out) under way: the
+        keyword-or-topic query first, so that Redis runs it while the query is embedded,
+        then the vector search the moment the vector exists. The replies are read
+        afterwards."""
         store = self.store
         # rendered once: both searches use it, and rendering is not free
         expr = str(
@@ -267,9 +279,6 @@ class Recaller:
             )
         )
         spec = self.policy.recall
-        # A secret the user typed means nothing to recall, and a query is a Redis command
-        # (which Redis's slow log may keep): it is cut out before the query is built.
-        text = redact(text[:2000], self.policy, "high", replacement=" ")
         query_topics = topics_of(text, self.policy)
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)

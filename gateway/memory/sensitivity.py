@@ -442,13 +442,20 @@ def scan(text: str, policy: Policy) -> Scan:
 
 
 def redact(
-    text: str, policy: Policy, min_level: str = "high", replacement: str | None = None
+    text: str,
+    policy: Policy,
+    min_level: str = "high",
+    replacement: str | None = None,
+    *,
+    scanned: Scan | None = None,
 ) -> str:
     """Replace everything at or above ``min_level`` with ``[REDACTED:<kind>]`` (or with
-    ``replacement``: a search query wants the secret gone, not a word naming it)."""
+    ``replacement``: a search query wants the secret gone, not a word naming it).
+    ``scanned``: ``scan(text, policy)``, when the caller already has it for this very text."""
     if min_level not in LEVELS:
         raise ValueError(f"unknown sensitivity level {min_level!r}")
-    hits = [f for f in scan(text, policy).findings if level_at_least(f.level, min_level)]
+    found = scan(text, policy) if scanned is None else scanned
+    hits = [f for f in found.findings if level_at_least(f.level, min_level)]
     if not hits:
         return text
     # Merge overlapping spans; the most sensitive (then earliest) finding names the merge.

@@ -212,7 +212,10 @@ class NativeTokenizer:
             raise ValueError("only piece ids are needed here")
         single = isinstance(texts, str)
         batch: list[str] = [texts] if isinstance(texts, str) else list(texts)
-        found: list[list[int]] = self._sp.encode(batch, out_type=int)
+        # one text per call: a list is encoded by a pool of threads started for each call,
+        # far slower for the short texts recall sends
+        encode = self._sp.encode
+        found: list[list[int]] = [encode(text, out_type=int) for text in batch]
         unk = self._unk
         for i, ids in enumerate(found):
             if not ids:
