@@ -3,6 +3,7 @@ no Redis, embedder or server (``gateway.memory.selection``)."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
@@ -102,16 +103,35 @@ def test_the_token_budget_leaves_out_what_does_not_fit(spec: RecallSpec) -> None
     long = topical("I am allergic to peanuts " * 20, 0.9)
     short = topical("I have a cat named Mochi", 0.8)
     model = "gpt-4o-mini"
-    # room for the headings (their random delimiter varies by a few tokens) and the short
-    # line, not for the long one
-    heading = tokens.count(inject.render([], []), model)
-    room = heading + 40
-    room += tokens.count(inject.line_for(short.memory), model)
-    assert tokens.count(inject.line_for(long.memory), model) > room - heading
+    # room for both blocks' headings and the short line exactly, not for the long one
+    room = inject.token_count([], [], model) + inject.line_tokens(
+        inject.line_for(short.memory), model
+    )
     tight = spec.model_copy(update={"token_budget": room})
     chosen = select([long, short], tight, model)
     assert [m.content for m in chosen.injected] == ["I have a cat named Mochi"]
     assert long.reason == "budget"
+    one_less = spec.model_copy(update={"token_budget": room - 1})
+    assert select([topical("I have a cat named Mochi", 0.8)], one_less, model).injected == []
+
+
+def test_the_memory_message_is_counted_exactly_from_its_lines() -> None:
+    """Recall counts the message from cached line counts; counting the whole message (with
+    its random block ids) is the reference, for each tokenizer a model may pick."""
+    rng = random.Random(11)
+    words = ["peanuts", "花生过敏", "FastAPI", "emoji 😀", '"quoted"', "x" * 40, "3.12", "—", "   "]
+    models = ["gpt-4o-mini", "gpt-4", "some-local-model"]
+    assert len({tokens.encoding_for(m).name for m in models}) == 2
+    for _ in range(150):
+        pick = [
+            inject.line_for(topical(" ".join(rng.choices(words, k=rng.randint(1, 8))), 0.5).memory)
+            for _ in range(rng.randint(0, 6))
+        ]
+        cut = rng.randint(0, len(pick))
+        standing, facts = pick[:cut], pick[cut:]
+        for model in models:
+            want = tokens.count(inject.render(standing, facts), model)
+            assert inject.token_count(standing, facts, model) == want, (standing, facts, model)
 
 
 def test_checks_run_in_order_and_name_the_first_failure(policy: Policy) -> None:

@@ -15,6 +15,7 @@ import secrets
 from datetime import datetime
 from typing import Any
 
+from gateway.memory import tokens
 from gateway.memory.records import Memory
 
 _SPACE = re.compile(r"\s+")
@@ -55,19 +56,50 @@ def line_for(memory: Memory) -> str:
     return json.dumps(entry, ensure_ascii=False)
 
 
+def new_nonce() -> str:
+    """A block id: twelve decimal digits, the first not 0 (about 40 bits). Tokenizers split
+    digits into groups of three, so every id costs the same tokens and a message's count
+    does not depend on it (``token_count``)."""
+    return str(10**11 + secrets.randbelow(9 * 10**11))
+
+
+# Any id of new_nonce's shape tokenizes alike (a test holds it): counts use this one.
+_COUNTED_NONCE = str(10**11)
+
+
+def lines(standing: list[str], facts: list[str], nonce: str) -> list[str]:
+    """The memory message line by line (see ``render``)."""
+    out = [PREAMBLE]
+    for heading, kind, block in (
+        (STANDING, "preferences", standing),
+        (FACTS, "facts", facts),
+    ):
+        if block or not (standing or facts):
+            out += [heading, f"<{kind} id={nonce}>", *block, f"</{kind} id={nonce}>"]
+    return out
+
+
 def render(standing: list[str], facts: list[str], nonce: str | None = None) -> str:
     """The memory message: standing preferences (instructions to follow) and background
     facts (data), each in a block whose id is random per request, so memory text can never
     close it."""
-    tag = nonce or secrets.token_hex(4)
-    parts = [PREAMBLE]
-    for heading, kind, lines in (
-        (STANDING, "preferences", standing),
-        (FACTS, "facts", facts),
-    ):
-        if lines or not (standing or facts):
-            parts += [heading, f"<{kind} id={tag}>", *lines, f"</{kind} id={tag}>"]
-    return "\n".join(parts)
+    return "\n".join(lines(standing, facts, nonce or new_nonce()))
+
+
+def token_count(standing: list[str], facts: list[str], model: str) -> int:
+    """The tokens of ``render(standing, facts)`` for ``model``, whatever its nonce, from
+    counts of its lines that later requests reuse (a memory's line comes back in every
+    recall of its owner). Exact: a line ends in punctuation, where tokenizers end a piece
+    with the newline after it, so no token spans two lines (a test holds the sum equal to
+    counting the message whole)."""
+    every = lines(standing, facts, _COUNTED_NONCE)
+    last = every.pop()
+    return sum(line_tokens(line, model) for line in every) + tokens.count_recurring(last, model)
+
+
+def line_tokens(line: str, model: str) -> int:
+    """What one line and its newline add to the memory message."""
+    return tokens.count_recurring(line + "\n", model)
 
 
 def insert(body: dict[str, Any], content: str) -> dict[str, Any]:

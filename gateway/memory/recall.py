@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gateway.clock import Clock
-from gateway.memory import inject, tokens
+from gateway.memory import inject
 from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, topics_of
@@ -386,7 +386,11 @@ class Recaller:
         result.injected = chosen.injected
         result.standing_lines = chosen.standing_lines
         result.fact_lines = chosen.fact_lines
-        result.tokens = tokens.count(result.message, model) if result.injected else 0
+        result.tokens = (
+            inject.token_count(result.standing_lines, result.fact_lines, model)
+            if result.injected
+            else 0
+        )
 
 
 def _searches_topical(plan: _Owner) -> bool:

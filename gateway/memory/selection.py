@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gateway.memory import inject, tokens
+from gateway.memory import inject
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, RecallSpec
 from gateway.memory.records import Memory
@@ -145,8 +145,8 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
     (narrowest scope, then newest, up to ``standing.max``), all within
     ``max_memories`` and the token budget. Marks each candidate left out with its reason
     (``limit`` or ``budget``) and each one taken as injected."""
-    # both headings counted from the start: a bound, the exact count is taken at the end
-    used = tokens.count(inject.render([], []), model)
+    # both blocks' headings counted from the start: the message may need only one
+    used = inject.token_count([], [], model)
     alive = [c for c in candidates if c.reason is None]
     chosen = Selection()
     topical = [c for c in alive if c.lane == TOPICAL]
@@ -172,7 +172,7 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
                 cand.reason = "limit"
                 continue
             line = inject.line_for(cand.memory)
-            cost = tokens.count_recurring(line, model) + 1
+            cost = inject.line_tokens(line, model)
             if used + cost > spec.token_budget:
                 cand.reason = "budget"
                 continue
