@@ -279,10 +279,12 @@ CHROMIUM_FLAGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium driven by Playwright, started once per worker: each test
-    opens contexts of its own (cookies, locale, viewport), so nothing carries over."""
+    """Debian's headless Chromium driven by Playwright, once per test module: each test
+    opens contexts of its own (cookies, locale, viewport), so nothing carries over. Not
+    once per session: while Playwright's sync API is started, its event loop counts as
+    running in the main thread, and the other tests' ``asyncio.run`` refuses to start."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("Debian's chromium package is required (./scripts/test installs it).")
