@@ -335,11 +335,20 @@ def test_dashboard_and_alert_queries_against_real_prometheus(
     failures: list[str] = []
 
     def check(where: str, expr: str, *, need_data: bool = True) -> None:
-        body = prometheus.query(expr)
-        if body.get("status") != "success":
-            failures.append(f"{where}: does not evaluate: {body.get('error')}\n    {expr}")
-        elif need_data and not body["data"]["result"]:
-            failures.append(f"{where}: empty result\n    {expr}")
+        # An empty result is asked again until a deadline: one scrape that times out on a
+        # loaded machine marks every series stale until the next scrape succeeds.
+        deadline = time.monotonic() + 10
+        while True:
+            body = prometheus.query(expr)
+            if body.get("status") != "success":
+                failures.append(f"{where}: does not evaluate: {body.get('error')}\n    {expr}")
+                return
+            if not need_data or body["data"]["result"]:
+                return
+            if time.monotonic() > deadline:
+                failures.append(f"{where}: empty result\n    {expr}")
+                return
+            time.sleep(0.2)
 
     # every dashboard query
     count = 0
