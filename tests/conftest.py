@@ -8,12 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
 
 from gateway.app import create_app
 from gateway.clock import Clock
@@ -24,9 +23,21 @@ from gateway.memory.tokens import prepare_cache
 from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
+if TYPE_CHECKING:  # Playwright loads only for the browser tests
+    from playwright.sync_api import Browser, Page
+
 # Fixtures that start Redis or a server: a test that uses one is not a unit test.
 SERVICE_FIXTURES = frozenset(
-    {"redis_url", "upstream_server", "upstream", "make_gateway", "fresh_gateway", "gateway"}
+    {
+        "redis_url",
+        "upstream_server",
+        "upstream",
+        "make_gateway",
+        "fresh_gateway",
+        "gateway",
+        "browser",
+        "page",
+    }
 )
 
 
@@ -285,6 +296,8 @@ def browser() -> Iterator[Browser]:
     opens contexts of its own (cookies, locale, viewport), so nothing carries over. Not
     once per session: while Playwright's sync API is started, its event loop counts as
     running in the main thread, and the other tests' ``asyncio.run`` refuses to start."""
+    from playwright.sync_api import sync_playwright
+
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("Debian's chromium package is required (./scripts/test installs it).")

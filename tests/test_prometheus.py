@@ -334,10 +334,11 @@ def test_dashboard_and_alert_queries_against_real_prometheus(
 
     failures: list[str] = []
 
+    # An empty result is asked again until one deadline for all checks: a scrape that
+    # times out on a loaded machine marks every series stale until the next one succeeds.
+    deadline = time.monotonic() + 15
+
     def check(where: str, expr: str, *, need_data: bool = True) -> None:
-        # An empty result is asked again until a deadline: one scrape that times out on a
-        # loaded machine marks every series stale until the next scrape succeeds.
-        deadline = time.monotonic() + 10
         while True:
             body = prometheus.query(expr)
             if body.get("status") != "success":

@@ -360,6 +360,47 @@ async def test_a_large_users_topical_memories_are_found_by_words_and_meaning(
     assert [m.id for m in large.injected] == [allergy.id]
 
 
+async def test_a_secret_in_the_question_reaches_neither_the_encoder_nor_redis(
+    service: Memories, policy: Policy
+) -> None:
+    """The query is redacted before it is embedded or sent: short questions (one scan
+    serves the trace preview and the query), longer ones (scanned again) and ones past the
+    query's cut alike."""
+    ident = Identity(f"secret{time.time_ns()}", "dan", None, "on", "tr_secret")
+    await service.create(ident, content="I'm allergic to peanuts", type="profile")
+    key = "sk-proj-" + "Zq8wErT5yUi2oPa9sDf4gHj7kLz3xCv6"
+    seen: list[str] = []
+
+    class Recording:
+        model_id, paid, dims = service.embedder.model_id, False, service.embedder.dims
+
+        async def embed_query(self, text: str) -> Any:
+            seen.append(text)
+            return await service.embedder.embed_query(text)
+
+    store = service.store
+    text_hits = store.text_hits
+
+    async def recording_text_hits(expr: Any, query_text: str, *args: Any, **kw: Any) -> Any:
+        seen.append(query_text)
+        return await text_hits(expr, query_text, *args, **kw)
+
+    store.text_hits = recording_text_hits  # type: ignore[method-assign]
+    try:
+        recaller = Recaller(store, Recording(), policy, service.clock)  # type: ignore[arg-type]
+        for question in (
+            f"my key {key} fails, what should I cook for dinner",
+            "what should I cook for dinner tonight " * 10 + key,
+            "dinner " * 270 + key,
+        ):
+            seen.clear()
+            result = await recaller.recall(ident, question)
+            assert len(seen) == 2 and result.searches[-1] == "vector"
+            assert not any(key in text or "sk-proj" in text for text in seen), seen
+    finally:
+        del store.text_hits
+
+
 async def test_memories_from_before_applies_are_settled(service: Memories, policy: Policy) -> None:
     ident = Identity(f"settle{time.time_ns()}", "bob", None, "on", "tr_settle")
     lang = (

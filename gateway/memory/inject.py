@@ -21,6 +21,8 @@ from gateway.memory.records import Memory
 _SPACE = re.compile(r"\s+")
 _ROLE_PREFIX = re.compile(r"^(?:\s*(?:system|assistant|developer|user|tool)\s*[:：]\s*)+", re.I)
 
+# Each line of the message (these three, the block tags, each memory's JSON line) ends in
+# punctuation: ``token_count`` relies on it.
 PREAMBLE = (
     "Memory of earlier conversations with this user, saved with the user's consent. Do not "
     "mention this list. The user's current messages override anything in it."
@@ -57,9 +59,9 @@ def line_for(memory: Memory) -> str:
 
 
 def new_nonce() -> str:
-    """A block id: twelve decimal digits, the first not 0 (about 40 bits). Tokenizers split
-    digits into groups of three, so every id costs the same tokens and a message's count
-    does not depend on it (``token_count``)."""
+    """A block id: twelve decimal digits, the first not 0 (about 40 bits). tiktoken's
+    encodings split digits into groups of three, so every id costs the same tokens and a
+    message's count does not depend on it (``token_count``)."""
     return str(10**11 + secrets.randbelow(9 * 10**11))
 
 

