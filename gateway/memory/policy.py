@@ -329,18 +329,15 @@ class TopicSpec(_Model):
         found = plain_words(low) if words is None else words
         if found & self._words or any(k in text for k in self._cjk):
             return True
-        return self.matches_beyond_keywords(text, low)
-
-    def matches_beyond_keywords(self, text: str, lowered: str, *, hinted: bool = True) -> bool:
-        """Its other keywords and its patterns (its plain and CJK keywords aside);
-        ``hinted=False``: a caller found none of its phrases' first words in the text."""
         phrases = self._phrases
-        if (
-            hinted
-            and phrases is not None
-            and any(h in lowered for h in phrases[0])
-            and phrases[1].search(text)
-        ):
+        hinted = phrases is not None and any(h in low for h in phrases[0])
+        return self.matches_beyond_keywords(text, hinted=hinted)
+
+    def matches_beyond_keywords(self, text: str, *, hinted: bool) -> bool:
+        """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
+        ``hinted``: the text holds the first word of one of its phrases."""
+        phrases = self._phrases
+        if hinted and phrases is not None and phrases[1].search(text):
             return True
         return any(rule.compiled.search(text) for rule in self.patterns)
 
@@ -693,7 +690,7 @@ def topics_of(text: str, policy: Policy) -> list[str]:
     return [
         topic.name
         for i, topic in enumerate(policy.topics)
-        if i in hit or topic.matches_beyond_keywords(folded, lowered, hinted=i in hinted)
+        if i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted)
     ]
 
 

