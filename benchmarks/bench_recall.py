@@ -52,8 +52,9 @@ from gateway.memory.policy import (
     load_policy,
     topics_of,
 )
-from gateway.memory.recall import LARGE_USER, Recaller, score
+from gateway.memory.recall import LARGE_USER, Recaller
 from gateway.memory.records import Memory, new_memory_id
+from gateway.memory.selection import score
 from gateway.memory.textsearch import search_text
 from gateway.memory.tokens import prepare_cache
 from gateway.memory.use_onnx import OnnxUse
@@ -494,8 +495,10 @@ async def recall_candidates(
     large: bool = False,
 ) -> list[Hit]:
     """Vector KNN and BM25 full-text over the caller's active, unexpired, in-scope memories,
-    with the same filter, side by side; the caller fuses their scores. The recaller runs the
-    same searches itself (overlapping BM25 with the embedding); this is them alone."""
+    with the same filter, side by side; the caller fuses their scores. The recaller's own
+    searches differ: they take only topical memories (the standing lane is a tag query of
+    its own) and, for a user below ``LARGE_USER``, the keyword search also matches the
+    request's topics; this is the plain pair, timed alone."""
     expr = store.recall_filter(tenant, user, project_id=project_id, task=task, now_ts=now_ts)
     (by_vector, near), (by_text, worded) = await asyncio.gather(
         store.vector_hits(expr, vector, pool, large=large, load=True),

@@ -39,7 +39,7 @@ from gateway.memory.recall import Recaller
 from gateway.memory.reembed import keep_carrying_over
 from gateway.memory.tokens import prepare_cache
 from gateway.observability.metrics import UNUSED_AFTER_DAYS, Metrics
-from gateway.storage.keys import Keyring
+from gateway.storage.keys import KEY_CHECK_WITHIN, Keyring
 from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 from gateway.storage.store import Store, backend_unavailable
 from gateway.upstream import Upstream
@@ -113,7 +113,7 @@ async def healthz() -> Response[dict[str, str]]:
 async def readyz(services: NamedDependency[Services]) -> Response[dict[str, Any]]:
     """Readiness: Redis and the memory index answer within a second (a probe's own timeout
     must not be reached by a hung Redis); 503 with the reason otherwise."""
-    report = await services.store.readiness(within=1.0)
+    report = await services.store.readiness(within=KEY_CHECK_WITHIN)
     ok = bool(report.get("redis")) and bool(report.get("index"))
     report["mining_buffered"] = services.background.buffered
     return Response(

@@ -165,8 +165,9 @@ def _stale(exc: BaseException, attempt: _Attempt) -> bool:
 
 
 class Upstream:
-    """aiohttp underneath, chosen over httpx for its lower cost per proxied request (compare
-    with ``memgate bench proxy``). Two sessions share one connection pool: one decodes
+    """aiohttp underneath, chosen over httpx for its lower cost per proxied request (a
+    comparison made when the client was chosen; ``memgate bench proxy`` times only the
+    gateway against a direct call). Two sessions share one connection pool: one decodes
     content-encoding (memgate reads chat bodies), one relays bytes untouched.
 
     Idle pooled connections are dropped after ``upstream_keepalive_seconds``, before a

@@ -2,9 +2,8 @@
 injection as one parameter, ``services: Services`` (see ``gateway.app``).
 
 One dependency rather than one per collaborator: litestar resolves a handler's independent
-dependencies concurrently, in a task group per request, which costs more on the proxy's hot
-path than everything else memgate adds (``memgate bench proxy``); a single dependency is
-awaited directly.
+dependencies concurrently, in a task group per request, a cost paid on the proxy's hot path
+for every request; a single dependency is awaited directly.
 
 The HTTP surface does not import ``gateway.storage``: the store is seen through
 ``StoreView``, the few reads and writes the memory API and the admin page make directly;

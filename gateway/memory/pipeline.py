@@ -151,22 +151,21 @@ class MemoryFlow:
             self._spawn("trace", lambda: self._save_trace(identity, now, None, error))
             return Prepared(content=raw)
         self._observe(result)
-        injected_ids = [m.id for m in result.injected]
         self._spawn("trace", lambda: self._save_trace(identity, now, result))
         if identity.mode == "dry-run" or not result.injected:
             return Prepared(content=raw)
-        self._spawn(
-            "use_count",
-            lambda: self.store.mark_injected(
-                identity.tenant, identity.user, injected_ids, now.timestamp()
-            ),
-        )
-        new_body = inject_into(body, result.message)
-        return Prepared(
-            content=_encoder.encode(new_body),
+        prepared = Prepared(
+            content=_encoder.encode(inject_into(body, result.message)),
             injected=list(result.injected),
             injected_tokens=result.tokens,
         )
+        self._spawn(
+            "use_count",
+            lambda: self.store.mark_injected(
+                identity.tenant, identity.user, prepared.injected_ids, now.timestamp()
+            ),
+        )
+        return prepared
 
     async def _recall_in_turn(self, identity: Identity, body: dict[str, Any]) -> RecallResult:
         text = wire.latest_user_text(wire.messages_of(body))

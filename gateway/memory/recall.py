@@ -38,7 +38,6 @@ from gateway.memory.selection import (
 )
 from gateway.memory.sensitivity import Scan, redact, scan
 from gateway.memory.textsearch import search_text
-from gateway.observability.metrics import RECALL_CHECKS
 from gateway.storage.store import Hit, Store, merge_hits
 
 # Memories of one user above which recall switches to its large-user searches: the vector
@@ -50,7 +49,6 @@ _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
 _STANDING_CAPACITY = 10_000
-CHECKS = RECALL_CHECKS
 
 
 @dataclass(slots=True)

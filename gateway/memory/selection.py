@@ -95,8 +95,8 @@ def when(memory: Memory) -> float:
 def first_failure(
     cand: Candidate, policy: Policy, ident: Identity, now: datetime, terms: frozenset[str]
 ) -> str | None:
-    """The first check ``cand`` fails (its drop reason), or None. Conflicts, sensitivity and
-    the pause are judged by the recaller afterwards."""
+    """The first check ``cand`` fails (its drop reason), or None. Conflicts and sensitivity
+    are judged by the recaller afterwards; a paused user's recall never gets here."""
     m = cand.memory
     if m.expires_at is not None and m.expires_at <= now:
         return "expired"

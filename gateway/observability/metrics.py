@@ -45,7 +45,9 @@ UPSTREAM_ROUTES = ("chat", "responses", "passthrough")
 MEMORY_MODES = ("on", "off", "dry-run", "none")
 STREAM_VALUES = ("true", "false")
 RECALL_STAGES = ("embed", "search", "filter", "total")
-# Recall's checks, in the order it runs them (recall reads them from here)...
+# Recall's checks, in the order it runs them (``selection.first_failure``, then the recaller's
+# conflict and sensitivity checks). "paused" stays a pre-initialised value for dashboards,
+# though a paused user's recall now stops before any candidate is found (its trace says so)...
 RECALL_CHECKS = (
     "expired",
     "scope",
