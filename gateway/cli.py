@@ -91,6 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     log = structlog.get_logger("memgate")
     policy = _load_policy(settings)
+    _check_can_listen(host, port)
     embedded: EmbeddedRedis | None = None
     metrics_dir: str | None = None
     redis_url = settings.redis_url
@@ -146,6 +147,22 @@ def _serve(args: argparse.Namespace) -> int:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Refuse at once an address the server could not listen on (a port in use, an address
+    not on this machine), before the embedded Redis, the model and the app are started for
+    nothing. Bound the way uvicorn binds it, then released for uvicorn to take."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CommandError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 def _count_keys(redis_url: str) -> int:

@@ -190,8 +190,14 @@ def test_serve_on_a_port_in_use_is_one_line(tmp_path: Path, redis_url: str) -> N
         port = taken.getsockname()[1]
         env = _env(MEMGATE_REDIS_URL=redis_url, MEMGATE_DATA_DIR=str(tmp_path))
         done = _memgate("serve", "--port", str(port), env=env, timeout=120)
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr, done.stderr
+        # with no Redis URL, nothing is started either: the embedded Redis is not tried
+        embedded = _memgate("serve", "--port", str(port), env=_env(MEMGATE_DATA_DIR=str(tmp_path)))
+    for run in (done, embedded):
+        assert run.returncode != 0
+        assert "Traceback" not in run.stderr, run.stderr
+        (line,) = run.stderr.strip().splitlines()
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in line
+    assert not (tmp_path / "redis").exists()
 
 
 # --- several workers -----------------------------------------------------------------------
