@@ -34,7 +34,7 @@ def mine(
     ("text", "type_", "slot"),
     [
         ("以后都用中文回答我", "preference", "language"),
-        ("I'm colour-blind, please avoid red/green charts", "accessibility", None),
+        ("I'm colour-blind, please avoid red/green charts", "accessibility", "accessibility"),
         ("always use bullet points", "format", "output_format"),
         ("I'm preparing for the IELTS exam in March", "goal", None),
         ("下周去上海出差", "plan", None),

@@ -90,6 +90,77 @@ def test_how_a_memory_applies_by_default(
     assert derive_applies(text, policy, type_, slot, scope) == want
 
 
+# Instructions about how every answer should be, worded apart from the policy's examples, in
+# both languages and under the type a writer most often gives them ("preference"); and facts
+# that mention the same words without being such an instruction.
+STANDING_IN_OTHER_WORDS = [
+    "Please reply in Spanish from now on",
+    "I'd like all your answers in German",
+    "Use British spelling",
+    "I prefer answers with concrete examples",
+    "Give me the answer first, then the explanation",
+    "Please don't use markdown headers",
+    "Respond in plain text, no formatting",
+    "Explain things like I'm five",
+    "Avoid technical jargon when you explain things to me",
+    "Please cite your sources",
+    "Keep responses short and sweet",
+    "Keep answers under about 150 words",
+    "Be blunt with me, no sugarcoating",
+    "Keep it relaxed with me and skip the corporate jargon",
+    "Address me as Dr. Chen",
+    "Use Celsius for temperatures",
+    "Show prices in euros",
+    "Dates in DD/MM/YYYY format please",
+    "Use 24-hour time",
+    "I'm dyslexic, so use short sentences and simple words",
+    "I have low vision, please use large clear headings",
+    "Write code with snake_case names",
+    "Comment every function you write",
+    "Use type annotations in all TypeScript code",
+    "Summarize at the end of every answer",
+    "以后用英文回复我",
+    "请用繁体字回答",
+    "不要用表情符号",
+    "说话直接一点，别绕弯子",
+    "叫我小李就行",
+    "温度用摄氏度，距离用公里",
+    "日期格式用年月日",
+    "我有阅读障碍，请用短句",
+    "代码里变量名用驼峰命名",
+    "先说结论再展开",
+    "回答控制在三百字以内",
+    "我不喜欢长篇大论，答案尽量控制在一屏以内",
+    "请用口语化的方式解释",
+]
+TOPICAL_WITH_THOSE_WORDS = [
+    "My son is dyslexic",
+    "我儿子有阅读障碍",
+    "I work with dates and figures in Excel",
+    "I had a 12-hour shift yesterday",
+    "I read a lot of books with my kids",
+    "I mostly write data-processing scripts in Python with pandas",
+    "I love cooking Sichuan food, mapo tofu is my signature",
+    "Of course I still play the cello",
+]
+
+
+@pytest.mark.parametrize("text", STANDING_IN_OTHER_WORDS)
+def test_instructions_in_other_words_apply_always(policy: Policy, text: str) -> None:
+    from gateway.memory.policy import derive_slot
+
+    slot = derive_slot(text, policy, "preference")
+    assert derive_applies(text, policy, "preference", slot, "global") == "always"
+
+
+@pytest.mark.parametrize("text", TOPICAL_WITH_THOSE_WORDS)
+def test_facts_with_the_same_words_apply_when_relevant(policy: Policy, text: str) -> None:
+    from gateway.memory.policy import derive_slot
+
+    slot = derive_slot(text, policy, "profile")
+    assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
+
+
 def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" in topics_of("I'm allergic to peanuts", policy)
     assert "food" in topics_of("Plan a dinner menu for six people this Saturday", policy)
