@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +23,7 @@ from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
 from gateway.memory.policy import Policy, derive_applies, load_policy, topics_of
 from gateway.memory.recall import LARGE_USER, Recaller
-from gateway.memory.scenario_eval import Runner, load_scenarios, tally
+from gateway.memory.scenario_eval import Runner, load_scenarios, report, tally
 from gateway.storage.store import Store
 from tests.conftest import Gateway
 from tests.test_recall import User, memory_message
@@ -577,6 +578,44 @@ async def test_the_shipped_scenarios_meet_their_floors(
     for name, t in by.items():
         assert t.gold_recall >= 0.9, (name, t)
     assert total.false_recall <= 0.05 and total.precision >= 0.8, total
+
+
+async def test_a_memory_the_gate_refuses_is_reported_and_the_run_goes_on(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy, tmp_path: Path
+) -> None:
+    """A scenario file may hold what the write gate refuses (a one-time wish, a secret): the
+    refusal is the product's answer, named in the report, and the other scenarios still run."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(
+        """scenarios:
+  - id: refused-one-time
+    category: standing
+    memories:
+      - {ref: now, content: "这次简短一点", type: length, age_days: 1}
+      - {ref: lang, content: "Always answer in English", type: preference, age_days: 3}
+    request: {message: "Explain recursion"}
+    expect: [lang]
+  - id: after-it
+    category: standing
+    memories:
+      - {ref: units, content: "From now on always use metric units", type: preference}
+    request: {message: "How far is Paris from Lyon?"}
+    expect: [units]
+""",
+        encoding="utf-8",
+    )
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        outcomes = await runner.run_all(load_scenarios(path))
+    finally:
+        await store.aclose()
+    assert [(o.scenario.id, o.injected, o.not_stored) for o in outcomes] == [
+        ("refused-one-time", ["lang"], ["now"]),
+        ("after-it", ["units"], []),
+    ]
+    assert "  refused-one-time: ['now']" in report(outcomes, None, "skipped").splitlines()
 
 
 def test_the_report_shows_the_injected_share_of_prompt_tokens(gateway: Gateway) -> None:

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from gateway.clock import ManualClock, SystemClock
+from gateway.errors import WriteRefused
 from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity, new_trace_id
 from gateway.memory.memories import Memories
@@ -195,15 +196,21 @@ class Runner:
             expires = (
                 saved_at + timedelta(days=seed.expires_in_days) if seed.expires_in_days else None
             )
-            outcome = await self.memories.create(
-                self._ident(user, seed.project),
-                content=seed.content,
-                type=seed.type,
-                scope=seed.scope,
-                project_id=seed.project,
-                applies=seed.applies,
-                expires_at=expires,
-            )
+            try:
+                outcome = await self.memories.create(
+                    self._ident(user, seed.project),
+                    content=seed.content,
+                    type=seed.type,
+                    scope=seed.scope,
+                    project_id=seed.project,
+                    applies=seed.applies,
+                    expires_at=expires,
+                )
+            except WriteRefused:
+                # the write gate's answer is part of the result (a one-time wish, a secret),
+                # as for a user, not the end of the run
+                not_stored.append(seed.ref)
+                continue
             if outcome.created:
                 by_id[outcome.memory.id] = seed.ref
             else:
@@ -304,6 +311,11 @@ def report(outcomes: Sequence[Outcome], pref: PrefEvalResult | None, pref_note: 
                 f"{list(o.scenario.forbid)} injected {o.injected}"
                 + (f" not stored {o.not_stored}" if o.not_stored else "")
             )
+        lines.append("")
+    kept_out = [o for o in outcomes if o.not_stored]
+    if kept_out:
+        lines.append("Memories the write path refused or merged (scenario: refs):")
+        lines += [f"  {o.scenario.id}: {o.not_stored}" for o in kept_out]
         lines.append("")
     if pref is not None:
         lines.append(
