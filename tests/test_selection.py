@@ -165,3 +165,23 @@ def test_one_incidental_shared_word_is_not_relevance(policy: Policy) -> None:
     allergy = topical("I'm allergic to peanuts", 0.1, vector=bar.topic_min_similarity)
     allergy.topics = ("food",)
     assert first_failure(allergy, policy, ME, NOW, frozenset({"dinner", "menu"})) is None
+
+
+def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> None:
+    """Both about topics, none shared (a pet python and a Python question): a similarity
+    that passes for a memory without topics is not enough; a close one still is."""
+    bar = policy.recall.relevance
+    assert bar.off_topic_similarity > bar.similarity
+    between = (bar.similarity + bar.off_topic_similarity) / 2
+
+    def pet(vector: float, *, off_topic: bool) -> Candidate:
+        cand = topical("I have a pet ball python called Noodle", 0.1, vector=vector)
+        cand.off_topic = off_topic
+        return cand
+
+    words = frozenset({"sort", "dicts"})
+    assert first_failure(pet(between, off_topic=False), policy, ME, NOW, words) is None
+    assert first_failure(pet(between, off_topic=True), policy, ME, NOW, words) == "threshold"
+    close = pet(bar.off_topic_similarity, off_topic=True)
+    assert first_failure(close, policy, ME, NOW, words) is None
+    assert close.to_trace()["off_topic"] is True

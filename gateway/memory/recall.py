@@ -198,6 +198,8 @@ class Recaller:
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus
+            else:
+                cand.off_topic = bool(hit.memory.topics and searches.query_topics)  # type: ignore[union-attr]
             result.candidates.append(cand)
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
         # the cache holds every scope and expiry: the request sees what Redis's filter would

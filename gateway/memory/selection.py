@@ -32,6 +32,8 @@ class Candidate:
     text_norm: float = 0.0
     lane: str = TOPICAL
     topics: tuple[str, ...] = ()  # topics shared with the request
+    # about other topics than the request's: both have topics, and none is shared or reached
+    off_topic: bool = False
     shared_terms: int = 0
     decision: str = "dropped"
     reason: str | None = None
@@ -54,6 +56,7 @@ class Candidate:
                 "fused": round(self.fused, 4),
             },
             "topics": list(self.topics),
+            "off_topic": self.off_topic,
             "shared_terms": self.shared_terms,
             "decision": self.decision,
             "reason": self.reason,
@@ -117,10 +120,13 @@ def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is never enough; a memory in the
-    other language (no shared words) is judged on its meaning and topics.
+    other language (no shared words) is judged on its meaning and topics. A memory about
+    other topics than the request's needs a closer meaning: a shared word, or a word with
+    two senses across languages ("苹果手机" and apples in the garden), lifts the similarity
+    of texts about different things.
     """
     bar = spec.relevance
-    if cand.vector >= bar.similarity:
+    if cand.vector >= (bar.off_topic_similarity if cand.off_topic else bar.similarity):
         return True
     if cand.topics and cand.vector >= bar.topic_min_similarity:
         return True
