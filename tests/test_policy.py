@@ -630,7 +630,7 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
 
 
 def test_the_off_topic_bar_is_not_below_the_plain_one(tmp_path: Path) -> None:
-    old, new = "    off_topic_similarity: 0.35", "    off_topic_similarity: 0.1"
+    old, new = "    off_topic_similarity: 0.38", "    off_topic_similarity: 0.1"
     path, line = variant(tmp_path, old, new)
     assert (
         f"{path}:{line}: recall.relevance.off_topic_similarity: must be at least "
