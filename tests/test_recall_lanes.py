@@ -143,6 +143,9 @@ TOPICAL_WITH_THOSE_WORDS = [
     "I mostly write data-processing scripts in Python with pandas",
     "I love cooking Sichuan food, mapo tofu is my signature",
     "Of course I still play the cello",
+    "My grandma needs hearing aids",
+    "Our users rely on screen readers",
+    "我们的用户很多是色弱",
 ]
 
 
