@@ -648,3 +648,24 @@ def test_a_trace_keeps_the_start_of_the_question_without_secrets(gateway: Gatewa
     assert preview.startswith("my key ") and len(preview) <= 60
     assert key not in preview and "li@example.com" not in preview
     assert key not in json.dumps(trace)
+
+
+def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None:
+    """A story to edit, a snippet or a quoted line carries words of its own ("kitchen",
+    "coffee", "index"); the request's topics come from the user's own words."""
+    from gateway.memory.recall import own_words
+
+    essay = (
+        "Does this opening work for my essay?\n\n"
+        '"The summer my grandfather stopped talking, we sat in the kitchen every morning '
+        'with coffee going cold while the adults spoke in shorthand."\n\nBe honest.'
+    )
+    assert topics_of(essay, policy) and topics_of(own_words(essay), policy) == []
+    code = "帮我看看这个 SQL 查询为什么慢：\n```sql\nSELECT * FROM recipes ORDER BY dinner;\n```"
+    assert "food" in topics_of(code, policy)
+    assert topics_of(own_words(code), policy) == ["coding"]
+    quoted = "> we are planning a dinner menu for Saturday\nreply to this email politely"
+    assert "food" not in topics_of(own_words(quoted), policy)
+    # the user's own words stay, in both languages
+    assert "food" in topics_of(own_words("Plan a dinner menu for six people"), policy)
+    assert "food" in topics_of(own_words("帮我安排周六的晚餐菜单"), policy)

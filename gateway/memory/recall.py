@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,6 +40,20 @@ from gateway.memory.selection import (
 from gateway.memory.sensitivity import Scan, redact, scan
 from gateway.memory.textsearch import search_text
 from gateway.storage.store import Hit, Store, merge_hits
+
+# What a user pastes to be worked on (code, an essay, a quoted email) is the object of the
+# request, not a subject of the user's life: its words ("kitchen", "coffee" in a story;
+# "index" in SQL) must not pull memories of those topics in.
+_PASTED = re.compile(
+    r"```.*?(?:```|\Z)|[\"“「『][^\"”」』]{60,}[\"”」』]|^>[^\n]*", re.DOTALL | re.MULTILINE
+)
+
+
+def own_words(text: str) -> str:
+    """The request without fenced code, long quoted passages and quoted lines: the text whose
+    topics say what the request is about."""
+    return _PASTED.sub(" ", text)
+
 
 # Memories of one user above which recall switches to its large-user searches: the vector
 # search walks HNSW in batches, and the keyword search leaves out the topic clause (see
@@ -285,7 +300,7 @@ class Recaller:
             )
         )
         spec = self.policy.recall
-        query_topics = topics_of(text, self.policy)
+        query_topics = topics_of(own_words(text), self.policy)
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
