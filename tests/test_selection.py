@@ -185,3 +185,19 @@ def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> N
     close = pet(bar.off_topic_similarity, off_topic=True)
     assert first_failure(close, policy, ME, NOW, words) is None
     assert close.to_trace()["off_topic"] is True
+
+
+def test_a_memory_about_other_topics_linked_by_one_word_is_not_relevant(policy: Policy) -> None:
+    """The shared word lifts the similarity as well ("ball python" against a Python
+    question, even past the off-topic bar): one shared word never makes it relevant, while
+    the same similarity without a shared word does."""
+    bar = policy.recall.relevance
+    high = bar.off_topic_similarity + 0.1
+    words = frozenset({"python", "list", "tuple"})
+    pet = Candidate(memory("我家养了条球蟒，英文叫 ball python"), high, 80.0, 0.5)
+    pet.off_topic = True
+    assert first_failure(pet, policy, ME, NOW, words) == "threshold"
+    assert pet.shared_terms == 1
+    unlinked = Candidate(memory("我家养了条球蟒"), high, 0.0, 0.5)
+    unlinked.off_topic = True
+    assert first_failure(unlinked, policy, ME, NOW, words) is None

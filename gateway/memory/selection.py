@@ -126,6 +126,13 @@ def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
     of texts about different things.
     """
     bar = spec.relevance
+    if cand.off_topic and cand.text > 0:
+        # About something else and linked by words: a shared word lifts the similarity
+        # too ("我家养了条球蟒，英文叫 ball python" against a Python question), so only
+        # several shared words make it relevant.
+        cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
+        if cand.shared_terms < bar.shared_terms:
+            return False
     if cand.vector >= (bar.off_topic_similarity if cand.off_topic else bar.similarity):
         return True
     if cand.topics and cand.vector >= bar.topic_min_similarity:
