@@ -172,6 +172,10 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     # "python" the pet is not "Python" the language
     assert topics_of("My pet is a ball python named Monty", policy) == ["pets"]
     assert "pets" not in topics_of("How do I read a JSON file in Python?", policy)
+    # a pet matters to furniture, plants and pest control, not to a leaking tap
+    assert "pets" in policy.topics_reaching(["furnishings"])
+    assert "pets" in policy.topics_reaching(["pests"])
+    assert "pets" not in policy.topics_reaching(["home"])
     assert "fitness" in policy.topics_reaching(["fitness"]) and "health" in (
         policy.topics_reaching(["fitness"])
     )
@@ -204,6 +208,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("推荐一款修图软件", "software", "coding"),
         ("What are some good rugs for my living room?", "home", "clothing"),
         ("I dislike reptiles as pets", "pets", "home"),
+        # the home's repairs are not its furnishings, and a mouse in the kitchen is a pest
+        ("How much paint do I need for the walls of a small bedroom?", "home", "furnishings"),
+        ("I want a new sofa that survives a dog", "furnishings", "fitness"),
+        ("家里厨房好像有老鼠，用什么办法驱鼠比较安全？", "pests", "gadgets"),
+        ("I use a wireless mouse", "gadgets", "pests"),
+        ("How do I work out how much paint the walls need?", "home", "fitness"),
+        ("Python 里的装饰器是怎么工作的？", "coding", "work"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
