@@ -172,6 +172,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     # "python" the pet is not "Python" the language
     assert topics_of("My pet is a ball python named Monty", policy) == ["pets"]
     assert "pets" not in topics_of("How do I read a JSON file in Python?", policy)
+    # "at a stretch" is not a stretch, "work out how much" not a workout
+    assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
     assert "pets" in policy.topics_reaching(["furnishings"])
     assert "pets" in policy.topics_reaching(["pests"])
@@ -215,6 +217,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I use a wireless mouse", "gadgets", "pests"),
         ("How do I work out how much paint the walls need?", "home", "fitness"),
         ("Python 里的装饰器是怎么工作的？", "coding", "work"),
+        # when, not what: a weekend question is not an outing
+        ("周末想去吃火锅，点哪些菜比较好？", "weekend", "outings"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -677,6 +681,15 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
     assert topics_of(own_words(code), policy) == ["coding"]
     quoted = "> we are planning a dinner menu for Saturday\nreply to this email politely"
     assert "food" not in topics_of(own_words(quoted), policy)
+    # a phrase to explain, or the text after "rewrite / translate ...:", is the object too;
+    # the instruction itself stays
+    assert topics_of(own_words("“画蛇添足”这个成语是什么意思？"), policy) == []
+    rewrite = "Rewrite this in the passive voice: The committee approved the budget."
+    assert "money" in topics_of(rewrite, policy) and topics_of(own_words(rewrite), policy) == []
+    assert "home" in topics_of(
+        own_words("Translate this note to my landlord: the cat is ill"), policy
+    )
+    assert "pets" not in topics_of(own_words("帮我翻译：我的猫很可爱"), policy)
     # the user's own words stay, in both languages
     assert "food" in topics_of(own_words("Plan a dinner menu for six people"), policy)
     assert "food" in topics_of(own_words("帮我安排周六的晚餐菜单"), policy)

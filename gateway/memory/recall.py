@@ -45,14 +45,21 @@ from gateway.storage.store import Hit, Store, merge_hits
 # request, not a subject of the user's life: its words ("kitchen", "coffee" in a story;
 # "index" in SQL) must not pull memories of those topics in.
 _PASTED = re.compile(
-    r"```.*?(?:```|\Z)|[\"“「『][^\"”」』]{60,}[\"”」』]|^>[^\n]*", re.DOTALL | re.MULTILINE
+    r"```.*?(?:```|\Z)"  # fenced code
+    r"|[\"“「『][^\"”」』\n]+[\"”」』]"  # anything quoted: a phrase to explain, a title, a story
+    r"|^>[^\n]*"  # quoted lines of an email
+    # what follows "rewrite / translate ...:" is the text to work on (the instruction stays)
+    r"|(?P<ask>(?i:(?<![a-z])(?:rewrite|rephrase|paraphrase|translate|proofread|summari[sz]e|"
+    r"polish|edit|correct|improve)(?![a-z])[^:：\n]{0,60}[:：])"
+    r"|(?:翻译|改写|润色|校对|总结|修改|改一下|概括)[^:：\n]{0,30}[:：]).*",
+    re.DOTALL | re.MULTILINE,
 )
 
 
 def own_words(text: str) -> str:
-    """The request without fenced code, long quoted passages and quoted lines: the text whose
-    topics say what the request is about."""
-    return _PASTED.sub(" ", text)
+    """The request without fenced code, quoted text, quoted lines and the text after "rewrite
+    / translate ...:": the words whose topics say what the request is about."""
+    return _PASTED.sub(lambda m: m.group("ask") or " ", text)
 
 
 # Memories of one user above which recall switches to its large-user searches: the vector
