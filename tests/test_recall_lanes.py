@@ -217,6 +217,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I use a wireless mouse", "gadgets", "pests"),
         ("How do I work out how much paint the walls need?", "home", "fitness"),
         ("Python 里的装饰器是怎么工作的？", "coding", "work"),
+        # a 3D printer's bed is not furniture; handicrafts are a hobby of their own
+        ("Why won't my first layer stick to the print bed?", "gadgets", "furnishings"),
+        ("我每天早上练半小时楷书", "crafts", "study"),
         # when, not what: a weekend question is not an outing
         ("周末想去吃火锅，点哪些菜比较好？", "weekend", "outings"),
     ],
