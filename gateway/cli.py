@@ -152,17 +152,32 @@ def _serve(args: argparse.Namespace) -> int:
 def _check_can_listen(host: str, port: int) -> None:
     """Refuse at once an address the server could not listen on (a port in use, an address
     not on this machine), before the embedded Redis, the model and the app are started for
-    nothing. Bound the way uvicorn binds it, then released for uvicorn to take."""
+    nothing. Each address the host stands for is bound as uvicorn binds it, then released
+    for uvicorn to take; a host name is refused only when none of its addresses can be
+    bound (uvicorn reports any other failure itself)."""
+    import ipaddress
     import socket
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    targets: list[tuple[socket.AddressFamily, tuple[Any, ...]]]
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except (OSError, OverflowError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise CommandError(f"cannot listen on {host}:{port}: {reason}") from None
+        ipaddress.ip_address(host)
+        targets = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except (OSError, UnicodeError) as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc}") from None
+        targets = [(info[0], tuple(info[4][:2])) for info in infos]
+    reasons: list[str] = []
+    for family, address in targets:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+            return
+        except (OSError, OverflowError) as exc:
+            reasons.append(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+    raise CommandError(f"cannot listen on {host}:{port}: {reasons[0]}")
 
 
 def _count_keys(redis_url: str) -> int:

@@ -342,3 +342,19 @@ def test_serve_keeps_idle_client_connections_longer_than_clients_pool_them() -> 
     assert options["timeout_keep_alive"] > clients
     tuned = Settings.from_env({"MEMGATE_CLIENT_KEEPALIVE_SECONDS": "120"})
     assert server_options(tuned, "127.0.0.1", 8080)["timeout_keep_alive"] == 120
+
+
+def test_a_host_name_is_checked_on_the_addresses_it_stands_for() -> None:
+    import socket
+
+    from gateway.cli import CommandError, _check_can_listen
+
+    _check_can_listen("localhost", 0)  # a free port on a name that resolves here
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError, match=re.escape(f"cannot listen on 127.0.0.1:{port}")):
+            _check_can_listen("127.0.0.1", port)
+    with pytest.raises(CommandError, match=re.escape("cannot listen on no-such-host.invalid:80")):
+        _check_can_listen("no-such-host.invalid", 80)

@@ -627,12 +627,3 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
         words = plain_words(lowered)
         want = [t.name for t in policy.topics if t.matches(folded, lowered, words)]
         assert topics_of(text, policy) == want, text
-
-
-def test_the_off_topic_bar_is_not_below_the_plain_one(tmp_path: Path) -> None:
-    old, new = "    off_topic_similarity: 0.38", "    off_topic_similarity: 0.1"
-    path, line = variant(tmp_path, old, new)
-    assert (
-        f"{path}:{line}: recall.relevance.off_topic_similarity: must be at least "
-        "recall.relevance.similarity" in error_of(path)
-    )

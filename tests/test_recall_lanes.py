@@ -146,6 +146,25 @@ TOPICAL_WITH_THOSE_WORDS = [
     "My grandma needs hearing aids",
     "Our users rely on screen readers",
     "我们的用户很多是色弱",
+    "My boss is deaf",
+    "I'm writing a paper on ADHD in adults",
+    "我室友有多动症",
+    "我是视障人士的志愿者",
+    "I prefer to be direct with my kids",
+    "I like to stay warm in winter",
+    "我喜欢开门见山的人",
+    "I hate long-winded meetings",
+    "我不喜欢长篇大论的电影",
+    "我爸总是长篇大论",
+    "I prefer buying milk in gallons",
+    "我喜欢用升降桌",
+    "I prefer to go back to Spanish lessons in autumn",
+    "I keep dates like birthdays in a notebook",
+    "The figures in euros were higher than I expected",
+    "I got an answer with no explanation from my bank",
+    "我们公司的代码风格很乱",
+    "超市的价格用人民币标",
+    "我习惯24小时制的闹钟",
 ]
 
 
@@ -693,6 +712,14 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         own_words("Translate this note to my landlord: the cat is ill"), policy
     )
     assert "pets" not in topics_of(own_words("帮我翻译：我的猫很可爱"), policy)
+    # a time, an inch mark or an everyday "improve" or "edit" is not pasted text
+    mornings = "How can I improve my mornings? I wake at 6:30 and need breakfast ideas for my kids."
+    assert own_words(mornings) == mornings
+    assert own_words('My TV is 55" and I want a 65" one') == 'My TV is 55" and I want a 65" one'
+    assert "food" in topics_of(own_words("Edit: forgot to say, plan a dinner menu"), policy)
+    assert "food" in topics_of(
+        own_words("Translate this: Bonjour.\nAlso, plan a dinner menu"), policy
+    )
     # the user's own words stay, in both languages
     assert "food" in topics_of(own_words("Plan a dinner menu for six people"), policy)
     assert "food" in topics_of(own_words("帮我安排周六的晚餐菜单"), policy)

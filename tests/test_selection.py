@@ -17,6 +17,7 @@ from gateway.memory.selection import (
     STANDING,
     Candidate,
     first_failure,
+    relevant,
     select,
 )
 
@@ -201,3 +202,16 @@ def test_a_memory_about_other_topics_linked_by_one_word_is_not_relevant(policy: 
     unlinked = Candidate(memory("我家养了条球蟒"), high, 0.0, 0.5)
     unlinked.off_topic = True
     assert first_failure(unlinked, policy, ME, NOW, words) is None
+
+
+def test_the_off_topic_bar_is_never_below_the_plain_one(policy: Policy) -> None:
+    """An operator's overlay may raise the plain bar above the shipped off-topic one: a memory
+    about other topics then needs at least the plain bar, never less."""
+    spec = policy.recall.model_copy(
+        update={"relevance": policy.recall.relevance.model_copy(update={"similarity": 0.5})}
+    )
+    cand = topical("I have a pet ball python called Noodle", 0.1, vector=0.45)
+    cand.off_topic = True
+    assert not relevant(cand, spec, frozenset({"sort"}))
+    cand.vector = 0.5
+    assert relevant(cand, spec, frozenset({"sort"}))

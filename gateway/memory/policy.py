@@ -908,11 +908,6 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
         yield ("recall", "weights"), "vector and text weights must add up to 1"
     if recall.candidate_pool < recall.max_memories:
         yield ("recall", "candidate_pool"), "must be at least recall.max_memories"
-    if recall.relevance.off_topic_similarity < recall.relevance.similarity:
-        yield (
-            ("recall", "relevance", "off_topic_similarity"),
-            "must be at least recall.relevance.similarity",
-        )
     yield from _check_applies(policy)
     yield from _check_topics(policy)
 

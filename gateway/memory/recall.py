@@ -46,12 +46,16 @@ from gateway.storage.store import Hit, Store, merge_hits
 # "index" in SQL) must not pull memories of those topics in.
 _PASTED = re.compile(
     r"```.*?(?:```|\Z)"  # fenced code
-    r"|[\"“「『][^\"”」』\n]+[\"”」』]"  # anything quoted: a phrase to explain, a title, a story
+    # anything quoted (a phrase to explain, a title, a story), not inch marks after a number
+    r"|(?<!\d)[\"“「『][^\"”」』\n]+[\"”」』]"
     r"|^>[^\n]*"  # quoted lines of an email
-    # what follows "rewrite / translate ...:" is the text to work on (the instruction stays)
+    # what follows "translate / rewrite ...:" is the text to work on
+    # (the instruction stays); not a time ("6:30") nor a word like "edit" or "improve"
     r"|(?P<ask>(?i:(?<![a-z])(?:rewrite|rephrase|paraphrase|translate|proofread|summari[sz]e|"
-    r"polish|edit|correct|improve)(?![a-z])[^:：\n]{0,60}[:：])"
-    r"|(?:翻译|改写|润色|校对|总结|修改|改一下|概括)[^:：\n]{0,30}[:：]).*",
+    r"polish)(?![a-z])[^:：\n.?!。？！]{0,60}(?<!\d)[:：](?!\d))"
+    r"|(?:翻译|改写|润色|校对|概括)[^:：\n。？！]{0,30}[:：])"
+    # ... the rest of its line, or the paragraph that starts on the next line
+    r"(?:[ \t]*[^\s][^\n]*|[ \t]*\n(?:[^\n]|\n(?![ \t]*\n))*)",
     re.DOTALL | re.MULTILINE,
 )
 

@@ -133,7 +133,9 @@ def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
         cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
         if cand.shared_terms < bar.shared_terms:
             return False
-    if cand.vector >= (bar.off_topic_similarity if cand.off_topic else bar.similarity):
+    # never below the plain bar, whatever an operator's overlay sets the plain one to
+    off_topic = max(bar.off_topic_similarity, bar.similarity)
+    if cand.vector >= (off_topic if cand.off_topic else bar.similarity):
         return True
     if cand.topics and cand.vector >= bar.topic_min_similarity:
         return True
