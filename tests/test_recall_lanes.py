@@ -723,3 +723,33 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
     # the user's own words stay, in both languages
     assert "food" in topics_of(own_words("Plan a dinner menu for six people"), policy)
     assert "food" in topics_of(own_words("帮我安排周六的晚餐菜单"), policy)
+
+
+@pytest.mark.parametrize(
+    ("text", "not_topic"),
+    [
+        # everyday phrases that carry a topic's word in another sense
+        ("我这边没问题，明天可以开会", "place"),
+        ("今天儿子生日", "place"),
+        ("I want to visit my mom", "travel"),
+        ("We spent two weeks on the database migration", "travel"),
+        ("Mr Jenkins next door lends me his ladder", "coding"),
+        ("Our sales pipeline is looking thin", "coding"),
+        ("There is rust on my bike chain", "coding"),
+        ("Things worked out well in the end", "fitness"),
+        ("汤姆下周来北京开会", "food"),
+        ("I volunteer at the local food bank", "money"),
+        ("We need to improve our security posture", "health"),
+        ("The news is leaking early", "home"),
+        ("A new chapter in my life begins", "books"),
+        ("We are a tight-knit team", "crafts"),
+        ("我在读孙子兵法", "family"),
+        ("Power plants emit CO2", "furnishings"),
+        ("I love Star Trek", "outings"),
+        ("The meeting didn't work out", "fitness"),
+    ],
+)
+def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
+    policy: Policy, text: str, not_topic: str
+) -> None:
+    assert not_topic not in topics_of(text, policy)
