@@ -627,3 +627,17 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
         words = plain_words(lowered)
         want = [t.name for t in policy.topics if t.matches(folded, lowered, words)]
         assert topics_of(text, policy) == want, text
+
+
+def test_a_slot_does_not_match_its_not_examples(tmp_path: Path) -> None:
+    old = (
+        "    not_examples: [Moved to JetBrains Rider as my main editor, I have moved to an iPhone]"
+    )
+    path, line = variant(tmp_path, old, "    not_examples: [I live in Berlin]")
+    assert f"{path}:{line}: slots[4].not_examples[0]: slot 'location' matches it" in (
+        error_of(path)
+    )
+    # `unless` is what keeps a move to another editor out of the slot
+    policy = load_policy()
+    assert derive_slot("Moved to JetBrains Rider as my main editor", policy) == "editor"
+    assert derive_slot("I've just moved to Berlin", policy) == "location"

@@ -262,8 +262,12 @@ class SlotSpec(_Model):
     values: Literal["one", "many"] = "one"
     keywords: tuple[NonEmpty, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
+    # a text matching one of these is not about the slot, whatever else matches ("moved
+    # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
+    unless: tuple[RuleSpec, ...] = ()
     types: tuple[Name, ...] = ()
     examples: tuple[str, ...] = ()
+    not_examples: tuple[str, ...] = ()
 
     @cached_property
     def keyword_regex(self) -> re.Pattern[str] | None:
@@ -278,6 +282,8 @@ class SlotSpec(_Model):
 
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """Whether the text is about this slot; ``lowered`` is ``text.lower()`` if known."""
+        if any(rule.compiled.search(text) for rule in self.unless):
+            return False
         kw = self.keyword_regex
         if kw is not None:
             low = text.lower() if lowered is None else lowered
@@ -987,16 +993,17 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         seen.add(slot.name)
         if not slot.keywords and not slot.patterns:
             yield ("slots", i), "a slot needs keywords or patterns"
-        for j, rule in enumerate(slot.patterns):
-            problem = _regex_problem(rule.regex)
-            if problem:
-                rules_ok = False
-                yield ("slots", i, "patterns", j, "regex"), problem
-            else:
-                for k, example in enumerate(rule.examples):
-                    if not rule.compiled.search(example):
-                        loc: Loc = ("slots", i, "patterns", j, "examples", k)
-                        yield loc, "the regex does not match it"
+        for key in ("patterns", "unless"):
+            for j, rule in enumerate(getattr(slot, key)):
+                problem = _regex_problem(rule.regex)
+                if problem:
+                    rules_ok = False
+                    yield ("slots", i, key, j, "regex"), problem
+                else:
+                    for k, example in enumerate(rule.examples):
+                        if not rule.compiled.search(example):
+                            loc: Loc = ("slots", i, key, j, "examples", k)
+                            yield loc, "the regex does not match it"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
@@ -1010,6 +1017,9 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             got = derive_slot(example, policy)
             if got != slot.name:
                 yield ("slots", i, "examples", j), f"derives slot {got!r}, not {slot.name!r}"
+        for j, example in enumerate(slot.not_examples):
+            if slot.matches(normalize(example)):
+                yield ("slots", i, "not_examples", j), f"slot {slot.name!r} matches it"
 
 
 def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:

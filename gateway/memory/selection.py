@@ -126,23 +126,29 @@ def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
     of texts about different things.
     """
     bar = spec.relevance
-    if cand.off_topic and cand.text > 0:
-        # About something else and linked by words: a shared word lifts the similarity
-        # too ("我家养了条球蟒，英文叫 ball python" against a Python question), so only
-        # several shared words make it relevant.
-        cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
-        if cand.shared_terms < bar.shared_terms:
+    if cand.off_topic:
+        # About something else and linked by words: a shared word lifts the similarity too
+        # ("我家养了条球蟒，英文叫 ball python" against a Python question), so one is not
+        # enough; and its bar is never below the plain one, whatever an overlay sets.
+        if cand.text > 0 and _shared_terms(cand, terms) < bar.shared_terms:
             return False
-    # never below the plain bar, whatever an operator's overlay sets the plain one to
-    off_topic = max(bar.off_topic_similarity, bar.similarity)
-    if cand.vector >= (off_topic if cand.off_topic else bar.similarity):
+        if cand.vector >= max(bar.off_topic_similarity, bar.similarity):
+            return True
+        return cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity
+    if cand.vector >= bar.similarity:
         return True
     if cand.topics and cand.vector >= bar.topic_min_similarity:
         return True
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
-        cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
-        return cand.shared_terms >= bar.shared_terms
+        return _shared_terms(cand, terms) >= bar.shared_terms
     return False
+
+
+def _shared_terms(cand: Candidate, terms: frozenset[str]) -> int:
+    """Distinct content words the memory shares with the request, kept for the trace;
+    counted only when a test needs it (it tokenises the memory)."""
+    cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
+    return cand.shared_terms
 
 
 @dataclass(slots=True)
