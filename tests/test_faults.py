@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -132,6 +133,15 @@ def test_a_dead_embedded_redis_is_restarted_and_counted(
         gw = Gateway(url=server.url, settings=settings)
         me = User(gw)
         me.remember("I prefer answers in German")
+        # requests at once leave several connections in the gateway's pool
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(
+                pool.map(
+                    lambda _: httpx.get(f"{gw.base_url}/memories", headers=me.headers).status_code,
+                    range(16),
+                )
+            )
+        assert codes == [200] * 16
         old_pid = pid_of(embedded)
         os.kill(old_pid, signal.SIGKILL)
         wait_until(
@@ -146,6 +156,19 @@ def test_a_dead_embedded_redis_is_restarted_and_counted(
         resp = httpx.get(f"{gw.base_url}/memories", headers=me.headers)
         assert resp.status_code == 200, resp.text
         assert me.remember("I prefer short answers")
+        # every connection pooled before the restart is stale: none of them may surface as
+        # a 503 once the gateway says it is ready
+        for fact in (
+            "I have a cat named Mochi",
+            "I'm allergic to peanuts",
+            "我在备考雅思",
+            "I drive a hybrid Toyota Corolla",
+            "我住在杭州",
+            "I play bass in a covers band",
+        ):
+            resp = httpx.get(f"{gw.base_url}/memories", headers=me.headers)
+            assert resp.status_code == 200, resp.text
+            assert me.remember(fact, type="profile")
     finally:
         server.stop()
         embedded.stop()

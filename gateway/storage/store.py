@@ -19,6 +19,8 @@ from typing import Any, cast
 
 import numpy as np
 import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.commands.search import reducers
 from redis.commands.search.aggregation import AggregateRequest
 from redis.commands.search.field import NumericField
@@ -295,6 +297,10 @@ class Store:
             socket_connect_timeout=timeout,
             decode_responses=False,
             health_check_interval=30,
+            # A pooled connection from before a Redis restart fails on first use: it is
+            # reconnected and the call sent once more, instead of answering 503 once per
+            # stale connection. Not on a timeout: a hung Redis must fail within its bound.
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         self.redis: aredis.Redis = aredis.Redis.from_pool(pool)
         self._index: AsyncSearchIndex | None = None
