@@ -307,12 +307,23 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+Shoot = Callable[["Page", str], None]
+
+
 @pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    """Where browser tests save their screenshots (MEMGATE_SCREENSHOT_DIR keeps them)."""
-    folder = Path(os.environ.get("MEMGATE_SCREENSHOT_DIR") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+def shoot() -> Shoot:
+    """``shoot(page, name)`` keeps a full-page screenshot as ``name.png`` in
+    ``MEMGATE_SCREENSHOT_DIR`` for review by eye, and does nothing when that is not set:
+    no assertion reads the picture, and rendering a whole page to PNG is among the dearest
+    things a browser test does."""
+    folder = os.environ.get("MEMGATE_SCREENSHOT_DIR")
+
+    def take(page: Page, name: str) -> None:
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+    return take
 
 
 @pytest.fixture

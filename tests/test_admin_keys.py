@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from gateway.storage.redis_server import EmbeddedRedis
-from tests.conftest import Gateway, GatewayFactory, Upstream
+from tests.conftest import Gateway, GatewayFactory, Shoot, Upstream
 from tests.test_admin_page import ADMIN_TOKEN, _signed_in, sign_in
 from tests.test_admin_views import DESKTOP, PHONE, _both_widths, _no_page_overflow
 
@@ -89,7 +89,7 @@ def _row(page: Page, label: str) -> Any:
 
 
 def test_create_shows_the_secret_once_and_it_works_as_a_gateway_key(
-    own: Gateway, upstream: Upstream, page: Page, shots: Path
+    own: Gateway, upstream: Upstream, page: Page, shoot: Shoot
 ) -> None:
     sign_in(page, own)
     page.locator("header").get_by_role("link", name="Gateway keys").click()
@@ -105,7 +105,7 @@ def test_create_shows_the_secret_once_and_it_works_as_a_gateway_key(
         page.set_viewport_size(size)  # the answer to the post, not fetched again
         if label == "phone":
             _no_page_overflow(page)
-        page.screenshot(path=str(shots / f"key-created-{label}.png"), full_page=True)
+        shoot(page, f"key-created-{label}")
     page.set_viewport_size(DESKTOP)
 
     # The secret is a gateway key: the openai SDK's chat goes upstream with the key's own
@@ -124,7 +124,7 @@ def test_create_shows_the_secret_once_and_it_works_as_a_gateway_key(
     expect(row.locator("td").nth(4)).to_have_text("never")  # not rotated yet
     html = page.content()
     assert secret not in html and own_upstream not in html
-    _both_widths(page, f"{own.url}/admin/keys", "keys", shots)
+    _both_widths(page, f"{own.url}/admin/keys", "keys", shoot)
 
 
 def test_no_page_ever_shows_a_secret_again(own: Gateway) -> None:
@@ -155,7 +155,7 @@ def test_no_page_ever_shows_a_secret_again(own: Gateway) -> None:
 
 
 def test_rotate_keeps_the_tenant_and_the_old_secret_stops_working(
-    own: Gateway, page: Page, shots: Path
+    own: Gateway, page: Page, shoot: Shoot
 ) -> None:
     sign_in(page, own)
     page.goto(f"{own.url}/admin/keys")
@@ -183,7 +183,7 @@ def test_rotate_keeps_the_tenant_and_the_old_secret_stops_working(
     _row(page, "team beta 2").get_by_role("button", name="Rotate").click()
     page.set_viewport_size(PHONE)
     _no_page_overflow(page)
-    page.screenshot(path=str(shots / "key-rotate-confirm-phone.png"), full_page=True)
+    shoot(page, "key-rotate-confirm-phone")
     page.set_viewport_size(DESKTOP)
     with page.expect_response(lambda r: r.request.method == "POST") as answer:
         page.get_by_role("button", name="Yes, rotate").click()
@@ -193,7 +193,7 @@ def test_rotate_keeps_the_tenant_and_the_old_secret_stops_working(
     renewed = page.locator("#secret").inner_text().strip()
     assert renewed.startswith("mg-") and renewed != colleague
     expect(page.locator("#key-summary")).to_contain_text(tenant)
-    page.screenshot(path=str(shots / "key-rotated-desktop.png"), full_page=True)
+    shoot(page, "key-rotated-desktop")
 
     _refused(own, colleague)
     _chat(own, renewed)
@@ -232,7 +232,7 @@ def test_revoke_stops_the_key(own: Gateway, page: Page) -> None:
     _chat(own, kept)
 
 
-def test_the_chinese_keys_page_at_phone_width(own: Gateway, browser: Browser, shots: Path) -> None:
+def test_the_chinese_keys_page_at_phone_width(own: Gateway, browser: Browser, shoot: Shoot) -> None:
     context = browser.new_context(locale="zh-CN", viewport=PHONE)
     try:
         page = context.new_page()
@@ -244,11 +244,11 @@ def test_the_chinese_keys_page_at_phone_width(own: Gateway, browser: Browser, sh
         page.get_by_role("button", name="创建密钥").click()
         expect(page.locator("#secret-warning")).to_contain_text("它不会再次显示")
         _no_page_overflow(page)
-        page.screenshot(path=str(shots / "key-created-zh-phone.png"), full_page=True)
+        shoot(page, "key-created-zh-phone")
         page.get_by_role("link", name="完成：返回网关密钥").click()
         expect(page.locator("#keys tbody tr")).to_have_count(1)
         _no_page_overflow(page)
-        page.screenshot(path=str(shots / "keys-zh-phone.png"), full_page=True)
+        shoot(page, "keys-zh-phone")
     finally:
         context.close()
 

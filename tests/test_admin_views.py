@@ -2,7 +2,7 @@
 refused edits, dates, history, translations and phone widths, in a real headless Chromium.
 
 Screenshots of every page at desktop and phone width go to ``MEMGATE_SCREENSHOT_DIR`` when it
-is set (for review by eye), else to the test's temporary directory.
+is set (for review by eye); without it none is taken.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gateway.clock import SystemClock
 from gateway.http.admin_text import catalog_path
 from gateway.memory.identity import tenant_for_key
 from gateway.memory.policy import load_policy
-from tests.conftest import Gateway, GatewayFactory
+from tests.conftest import Gateway, GatewayFactory, Shoot
 from tests.test_admin_page import ADMIN_TOKEN, _signed_in, sign_in
 from tests.test_mining_e2e import memories
 from tests.test_recall import User
@@ -39,7 +39,7 @@ def _no_page_overflow(page: Page) -> None:
     assert width <= page.viewport_size["width"], f"{page.url}: page is {width} px wide"  # type: ignore[index]
 
 
-def _both_widths(page: Page, url: str, name: str, shots: Path) -> None:
+def _both_widths(page: Page, url: str, name: str, shoot: Shoot) -> None:
     """Open ``url`` at desktop and phone width: no horizontal page overflow on the phone,
     a full-page screenshot of each."""
     for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
@@ -47,7 +47,7 @@ def _both_widths(page: Page, url: str, name: str, shots: Path) -> None:
         page.goto(url)
         if label == "phone":
             _no_page_overflow(page)
-        page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=True)
+        shoot(page, f"{name}-{label}")
 
 
 # -- translations ------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def keyed(make_gateway: GatewayFactory) -> Iterator[Gateway]:
             httpx.delete(f"{gw.base_url}/memory/keys/{key['id']}", headers=ADMIN)
 
 
-def test_owners_are_named_searched_and_paged(keyed: Gateway, page: Page, shots: Path) -> None:
+def test_owners_are_named_searched_and_paged(keyed: Gateway, page: Page, shoot: Shoot) -> None:
     stamp = str(int(SystemClock().now().timestamp() * 1000))
     label = f"team-{stamp}"
     made = httpx.post(f"{keyed.base_url}/memory/keys", headers=ADMIN, json={"label": label})
@@ -135,7 +135,7 @@ def test_owners_are_named_searched_and_paged(keyed: Gateway, page: Page, shots: 
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text(users[2])
     expect(page.get_by_text("Page 2 of 2")).to_be_visible()
-    _both_widths(page, f"{keyed.url}/admin?q=ops{stamp}", "home", shots)
+    _both_widths(page, f"{keyed.url}/admin?q=ops{stamp}", "home", shoot)
 
     page.set_viewport_size(DESKTOP)
     page.goto(f"{keyed.url}/admin?q=nobody-{stamp}")
@@ -195,7 +195,7 @@ def test_memories_are_searched_by_content_and_paged(gateway: Gateway, page: Page
 
 
 def test_a_refused_edit_keeps_the_text_and_names_the_rule(
-    gateway: Gateway, page: Page, shots: Path
+    gateway: Gateway, page: Page, shoot: Shoot
 ) -> None:
     me = User(gateway)
     memory_id = me.remember("I like green tea")
@@ -214,7 +214,7 @@ def test_a_refused_edit_keeps_the_text_and_names_the_rule(
     expect(row.get_by_label("Content")).to_have_value(typed)
     expect(row.get_by_label("Expires")).to_have_value("2001-01-31")
     assert "q=green" in page.locator("input[name=view]").first.get_attribute("value")  # type: ignore[operator]
-    page.screenshot(path=str(shots / "refused-desktop.png"), full_page=True)
+    shoot(page, "refused-desktop")
     assert [m["content"] for m in memories(me)] == ["I like green tea"]
 
     # A secret: the rule says why; the text comes back without the secret.
@@ -239,7 +239,7 @@ def test_a_refused_edit_keeps_the_text_and_names_the_rule(
     assert [m["content"] for m in memories(me)] == [typed]
 
 
-def test_history_shows_values_and_changes(gateway: Gateway, page: Page, shots: Path) -> None:
+def test_history_shows_values_and_changes(gateway: Gateway, page: Page, shoot: Shoot) -> None:
     me = User(gateway)
     memory_id = me.remember("I like black coffee")
     edited = httpx.patch(
@@ -259,7 +259,7 @@ def test_history_shows_values_and_changes(gateway: Gateway, page: Page, shots: P
     )
     for text in changes.all_inner_texts():
         assert not text.rstrip().endswith("→"), text
-    _both_widths(page, url, "memory", shots)
+    _both_widths(page, url, "memory", shoot)
 
 
 def _answers(me: User) -> tuple[str, str, str]:
@@ -272,7 +272,7 @@ def _answers(me: User) -> tuple[str, str, str]:
     return kept, dropped, raw.headers["x-memory-trace-id"]
 
 
-def test_the_user_page_charts_a_day_of_recall(gateway: Gateway, page: Page, shots: Path) -> None:
+def test_the_user_page_charts_a_day_of_recall(gateway: Gateway, page: Page, shoot: Shoot) -> None:
     me = User(gateway)
     _kept, _dropped, trace_id = _answers(me)
     sign_in(page, gateway)
@@ -288,11 +288,11 @@ def test_the_user_page_charts_a_day_of_recall(gateway: Gateway, page: Page, shot
     answers = page.locator("#traces tbody tr")
     expect(answers).to_have_count(1)
     expect(answers.first).to_contain_text(trace_id)
-    _both_widths(page, url, "user", shots)
+    _both_widths(page, url, "user", shoot)
 
 
 def test_a_trace_draws_scores_against_the_thresholds(
-    gateway: Gateway, page: Page, shots: Path
+    gateway: Gateway, page: Page, shoot: Shoot
 ) -> None:
     me = User(gateway)
     _kept, dropped, trace_id = _answers(me)
@@ -330,10 +330,10 @@ def test_a_trace_draws_scores_against_the_thresholds(
             " / ".join(str(cand["scores"][k]) for k in ("vector", "text_norm", "fused"))
         )
     assert any(c["id"] == dropped and c["reason"] for c in candidates)
-    _both_widths(page, url, "trace", shots)
+    _both_widths(page, url, "trace", shoot)
 
 
-def test_the_chinese_page_at_phone_width(gateway: Gateway, browser: Browser, shots: Path) -> None:
+def test_the_chinese_page_at_phone_width(gateway: Gateway, browser: Browser, shoot: Shoot) -> None:
     me = User(gateway)
     _answers(me)
     context = browser.new_context(locale="zh-CN", viewport=PHONE)
@@ -345,6 +345,6 @@ def test_the_chinese_page_at_phone_width(gateway: Gateway, browser: Browser, sho
         page.goto(f"{gateway.url}{_base(me)}")
         expect(page.get_by_role("heading", name="召回")).to_be_visible()
         _no_page_overflow(page)
-        page.screenshot(path=str(shots / "user-zh-phone.png"), full_page=True)
+        shoot(page, "user-zh-phone")
     finally:
         context.close()
