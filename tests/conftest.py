@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,9 +169,11 @@ def _start_gateway(
     policy: Policy,
     *,
     clock: Clock | None = None,
+    sock: socket.socket | None = None,
     **overrides: Any,
 ) -> Gateway:
-    """A gateway on a free port: ``Settings`` from the test defaults and ``overrides``."""
+    """A gateway on a free port, or on ``sock`` (a bound socket held for it):
+    ``Settings`` from the test defaults and ``overrides``."""
     values: dict[str, Any] = {
         "admin_token": "test-admin-token",
         "read_timeout": 30.0,
@@ -187,7 +190,8 @@ def _start_gateway(
         embedder=embedder,
         policy=policy if settings.policy is None else None,
     )
-    server = ServerThread(app, free_port()).start()
+    port = free_port() if sock is None else int(sock.getsockname()[1])
+    server = ServerThread(app, port, sock=sock).start()
     return Gateway(url=server.url, settings=settings, server=server)
 
 
@@ -199,17 +203,21 @@ def make_gateway(
     shared_embedder: LocalEmbedder,
     shipped_policy: Policy,
 ) -> Iterator[GatewayFactory]:
-    """Start a gateway of the test's own on a free port; keyword arguments override
-    ``Settings`` fields."""
+    """Start a gateway of the test's own on a free port (or on ``sock``, a bound socket
+    held for it); other keyword arguments override ``Settings`` fields."""
     started: list[ServerThread] = []
 
-    def factory(*, clock: Clock | None = None, **overrides: Any) -> Gateway:
+    def factory(
+        *, clock: Clock | None = None, sock: socket.socket | None = None, **overrides: Any
+    ) -> Gateway:
         defaults = {
             "upstream_url": upstream.url,
             "redis_url": redis_url,
             "data_dir": str(tmp_path / "data"),
         }
-        gw = _start_gateway(defaults, shared_embedder, shipped_policy, clock=clock, **overrides)
+        gw = _start_gateway(
+            defaults, shared_embedder, shipped_policy, clock=clock, sock=sock, **overrides
+        )
         assert gw.server is not None
         started.append(gw.server)
         return gw

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,21 +182,21 @@ def _write_config(path: Path, target: str, job: str = "memgate") -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-@contextmanager
-def _running_prometheus(
-    gateway: Gateway, tmp_path: Path, job: str = "memgate"
-) -> Iterator[Prometheus]:
+def _start_prometheus(
+    folder: Path, target: str, job: str
+) -> tuple[subprocess.Popen[bytes], Prometheus]:
     binary = _binary("prometheus")
-    config = tmp_path / "prometheus.yml"
-    _write_config(config, httpx.URL(gateway.url).netloc.decode(), job)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "prometheus.yml"
+    _write_config(config, target, job)
     port = free_port()
-    log = tmp_path / "prometheus.log"
+    log = folder / "prometheus.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 binary,
                 f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--storage.tsdb.path={folder / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--log.level=warn",
             ],
@@ -205,41 +205,78 @@ def _running_prometheus(
             stdin=subprocess.DEVNULL,
         )
     client = httpx.Client(timeout=10.0)
-    server = Prometheus(url=f"http://127.0.0.1:{port}", client=client, log=log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {proc.returncode}:\n{server.logs()}")
-            try:
-                if client.get(f"{server.url}/-/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prometheus not ready after 30s:\n{server.logs()}")
-            time.sleep(0.1)
-        yield server
-    finally:
-        client.close()
-        proc.terminate()
+    return proc, Prometheus(url=f"http://127.0.0.1:{port}", client=client, log=log)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], server: Prometheus) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"prometheus exited with {proc.returncode}:\n{server.logs()}")
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+            if server.client.get(f"{server.url}/-/ready").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"prometheus not ready after 30s:\n{server.logs()}")
+        time.sleep(0.1)
 
 
-@pytest.fixture
-def gateway(fresh_gateway: Gateway) -> Gateway:
-    """Prometheus reads this gateway's counters as they are: each test has one of its own."""
-    return fresh_gateway
+def _stop(proc: subprocess.Popen[bytes], server: Prometheus) -> None:
+    server.client.close()
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
-@pytest.fixture
-def prometheus(gateway: Gateway, tmp_path: Path) -> Iterator[Prometheus]:
-    with _running_prometheus(gateway, tmp_path) as server:
-        yield server
+@dataclass
+class Scraped:
+    """A Prometheus of one test and the loopback socket its gateway is to listen on."""
+
+    prometheus: Prometheus
+    sock: socket.socket
+
+
+# Each test's Prometheus and the job name it scrapes its gateway under.
+JOBS = {
+    "queries": "memgate",
+    "refusals": "memgate",
+    "went-away": "kubernetes-pods",  # as with Kubernetes annotation discovery
+    "signals": "memgate",
+}
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped]]:
+    """One Prometheus per test (a test reads absolute values and alert conditions, which
+    another test's gateway would change), all started at once, each scraping a port held
+    for the gateway its test starts there: bound, so no other process takes it, and not
+    listening, so that until then the target is simply down. Prometheus hands its scrapers
+    their first targets only at its discovery's update interval (five seconds, not a flag),
+    so started together the tests wait for that once, not once each."""
+    started: dict[str, tuple[subprocess.Popen[bytes], Scraped]] = {}
+    try:
+        for name, job in JOBS.items():
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            target = f"127.0.0.1:{sock.getsockname()[1]}"
+            try:
+                proc, server = _start_prometheus(tmp_path_factory.mktemp(name), target, job)
+            except BaseException:
+                sock.close()
+                raise
+            started[name] = (proc, Scraped(server, sock))
+        for proc, each in started.values():
+            _wait_ready(proc, each.prometheus)
+        yield {name: each for name, (_, each) in started.items()}
+    finally:
+        for proc, each in started.values():
+            _stop(proc, each.prometheus)
+            each.sock.close()
 
 
 # --- traffic -------------------------------------------------------------------------------
@@ -309,8 +346,10 @@ def test_promtool_accepts_the_deploy_config_and_rules() -> None:
 
 
 def test_dashboard_and_alert_queries_against_real_prometheus(
-    gateway: Gateway, prometheus: Prometheus
+    make_gateway: GatewayFactory, scraped: dict[str, Scraped]
 ) -> None:
+    prometheus = scraped["queries"].prometheus
+    gateway = make_gateway(sock=scraped["queries"].sock)
     # memgate is scraped and healthy before any traffic
     _wait_for(
         "the first scrape of memgate",
@@ -408,9 +447,13 @@ def _fires(prometheus: Prometheus, name: str) -> bool:
     return bool(prometheus.vector(_alert_expr(name)))
 
 
-def test_client_4xx_is_not_an_upstream_failure(gateway: Gateway, prometheus: Prometheus) -> None:
+def test_client_4xx_is_not_an_upstream_failure(
+    make_gateway: GatewayFactory, scraped: dict[str, Scraped]
+) -> None:
     """Only refusals (a client's rate limit, a bad body): the client-error alert's condition
     holds and the upstream-failure alerts' do not."""
+    prometheus = scraped["refusals"].prometheus
+    gateway = make_gateway(sock=scraped["refusals"].sock)
     _wait_for(
         "the first scrape of memgate",
         lambda: bool(prometheus.vector("memgate_build_info")),
@@ -446,26 +489,26 @@ def test_client_4xx_is_not_an_upstream_failure(gateway: Gateway, prometheus: Pro
     assert not _fires(prometheus, "MemgateUpstreamErrorRateCritical")
 
 
-def test_a_target_that_went_away_is_caught(make_gateway: GatewayFactory, tmp_path: Path) -> None:
+def test_a_target_that_went_away_is_caught(
+    make_gateway: GatewayFactory, scraped: dict[str, Scraped]
+) -> None:
     """The scrape job is not called "memgate" (as with Kubernetes annotation discovery): when
     the gateway stops, MemgateDown's and MemgateAbsent's conditions hold."""
-    gateway = make_gateway()
-    with _running_prometheus(gateway, tmp_path, job="kubernetes-pods") as prometheus:
-        _wait_for(
-            "memgate_build_info scraped",
-            lambda: bool(prometheus.vector("memgate_build_info")),
-            prometheus,
-        )
-        assert not _fires(prometheus, "MemgateDown")
-        assert not _fires(prometheus, "MemgateAbsent")
-        assert gateway.server is not None
-        gateway.server.stop()
-        _wait_for("MemgateDown's condition", lambda: _fires(prometheus, "MemgateDown"), prometheus)
-        _wait_for(
-            "MemgateAbsent's condition", lambda: _fires(prometheus, "MemgateAbsent"), prometheus
-        )
-        (down,) = prometheus.vector(_alert_expr("MemgateDown"))
-        assert down["metric"]["job"] == "kubernetes-pods"
+    prometheus = scraped["went-away"].prometheus
+    gateway = make_gateway(sock=scraped["went-away"].sock)
+    _wait_for(
+        "memgate_build_info scraped",
+        lambda: bool(prometheus.vector("memgate_build_info")),
+        prometheus,
+    )
+    assert not _fires(prometheus, "MemgateDown")
+    assert not _fires(prometheus, "MemgateAbsent")
+    assert gateway.server is not None
+    gateway.server.stop()
+    _wait_for("MemgateDown's condition", lambda: _fires(prometheus, "MemgateDown"), prometheus)
+    _wait_for("MemgateAbsent's condition", lambda: _fires(prometheus, "MemgateAbsent"), prometheus)
+    (down,) = prometheus.vector(_alert_expr("MemgateDown"))
+    assert down["metric"]["job"] == "kubernetes-pods"
 
 
 def _metric_sum(text: str, name: str) -> float:
@@ -489,14 +532,18 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_live_memory_signals_against_real_prometheus(
-    own_redis_url: str, make_gateway: GatewayFactory, tmp_path: Path
+    own_redis_url: str, make_gateway: GatewayFactory, scraped: dict[str, Scraped]
 ) -> None:
     """The dashboard's live quality signals hold the figures memgate's own counters give, and
     the memory report shows the same for one user."""
     # The request's model is counted as "other", a series that exists (at zero) from the start,
     # so rate() sees the whole increase of both token counters.
+    prometheus = scraped["signals"].prometheus
     gateway = make_gateway(
-        redis_url=own_redis_url, metrics_sample_seconds=0.2, metrics_models="some-other-model"
+        sock=scraped["signals"].sock,
+        redis_url=own_redis_url,
+        metrics_sample_seconds=0.2,
+        metrics_models="some-other-model",
     )
     admin = {
         "Authorization": "Bearer test-admin-token",
@@ -510,58 +557,55 @@ def test_live_memory_signals_against_real_prometheus(
         for t in panel["targets"]
     }
     long_ago = "2020-01-01T00:00:00Z"
-    with _running_prometheus(gateway, tmp_path) as prometheus:
-        _wait_for(
-            "the first scrape of memgate",
-            lambda: bool(prometheus.vector("memgate_build_info")),
-            prometheus,
-        )
-        with httpx.Client(base_url=gateway.url, timeout=30.0, headers=admin) as client:
-            for content, kind in (
-                ("Always answer in English", "preference"),
-                ("I have a cat named Mochi", "profile"),
-            ):
-                resp = client.post(
-                    "/v1/memories",
-                    json={"content": content, "type": kind},
-                    headers={"X-Memory-Eval-Time": long_ago},
-                )
-                assert resp.status_code == 201, resp.text
-            chat = {
-                "model": "gpt-test",
-                "messages": [{"role": "user", "content": "What is the capital of France?"}],
-            }
-            resp = client.post("/v1/chat/completions", json=chat)
-            assert resp.status_code == 200, resp.text
-            assert resp.headers["x-memory-injected"]
-            after = client.get("/metrics").text
+    _wait_for(
+        "the first scrape of memgate",
+        lambda: bool(prometheus.vector("memgate_build_info")),
+        prometheus,
+    )
+    with httpx.Client(base_url=gateway.url, timeout=30.0, headers=admin) as client:
+        for content, kind in (
+            ("Always answer in English", "preference"),
+            ("I have a cat named Mochi", "profile"),
+        ):
+            resp = client.post(
+                "/v1/memories",
+                json={"content": content, "type": kind},
+                headers={"X-Memory-Eval-Time": long_ago},
+            )
+            assert resp.status_code == 201, resp.text
+        chat = {
+            "model": "gpt-test",
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        }
+        resp = client.post("/v1/chat/completions", json=chat)
+        assert resp.status_code == 200, resp.text
+        assert resp.headers["x-memory-injected"]
+        after = client.get("/metrics").text
 
-        # the share of memories never injected, by age: one of the two memories, both older
-        # than 7 days and than 30
-        def shares() -> dict[str, str]:
-            return {s["metric"]["after_days"]: s["value"][1] for s in prometheus.vector(exprs["B"])}
+    # the share of memories never injected, by age: one of the two memories, both older
+    # than 7 days and than 30
+    def shares() -> dict[str, str]:
+        return {s["metric"]["after_days"]: s["value"][1] for s in prometheus.vector(exprs["B"])}
 
-        _wait_for(
-            "the never-injected share", lambda: shares() == {"7": "0.5", "30": "0.5"}, prometheus
-        )
+    _wait_for("the never-injected share", lambda: shares() == {"7": "0.5", "30": "0.5"}, prometheus)
 
-        # injected tokens as a share of prompt tokens: as memgate's own counters say
-        want = _metric_sum(after, "memgate_injected_tokens_total") / _metric_sum(
-            after, "memgate_prompt_tokens_total"
-        )
-        assert want > 0
+    # injected tokens as a share of prompt tokens: as memgate's own counters say
+    want = _metric_sum(after, "memgate_injected_tokens_total") / _metric_sum(
+        after, "memgate_prompt_tokens_total"
+    )
+    assert want > 0
 
-        def token_share() -> float | None:
-            found = prometheus.vector(exprs["D"])
-            value = float(found[0]["value"][1]) if found else math.nan
-            return None if math.isnan(value) else value
+    def token_share() -> float | None:
+        found = prometheus.vector(exprs["D"])
+        value = float(found[0]["value"][1]) if found else math.nan
+        return None if math.isnan(value) else value
 
-        _wait_for("the injected-token share", lambda: token_share() is not None, prometheus)
-        assert token_share() == pytest.approx(want, rel=1e-6)
-        # the other two evaluate to a series (their values need corrections and conflicts
-        # over time; the per-user report below checks them)
-        for ref in ("A", "C"):
-            _wait_for(f"signal {ref}", lambda r=ref: bool(prometheus.vector(exprs[r])), prometheus)
+    _wait_for("the injected-token share", lambda: token_share() is not None, prometheus)
+    assert token_share() == pytest.approx(want, rel=1e-6)
+    # the other two evaluate to a series (their values need corrections and conflicts
+    # over time; the per-user report below checks them)
+    for ref in ("A", "C"):
+        _wait_for(f"signal {ref}", lambda r=ref: bool(prometheus.vector(exprs[r])), prometheus)
 
     with httpx.Client(base_url=gateway.url, timeout=30.0, headers=admin) as client:
         signals = client.get("/v1/memory/report").json()["signals"]

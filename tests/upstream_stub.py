@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -481,7 +482,17 @@ async def _json(
 class ServerThread:
     """Runs an ASGI app under uvicorn in a background thread on a loopback port."""
 
-    def __init__(self, app: Any, port: int, *, uvicorn_logging: bool = True) -> None:
+    def __init__(
+        self,
+        app: Any,
+        port: int,
+        *,
+        uvicorn_logging: bool = True,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """``sock``, when given, is a socket already bound to ``port`` that the server
+        listens on: a port held from before the server exists (a scraper configured with it
+        while nothing listens there) that no other process can take in the meantime."""
         self.port = port
         extra: dict[str, Any] = {} if uvicorn_logging else {"log_config": None}
         # As `memgate serve` runs it: the peer address is the socket's, never X-Forwarded-For.
@@ -496,7 +507,8 @@ class ServerThread:
             **extra,
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        sockets = None if sock is None else [sock]
+        self.thread = threading.Thread(target=self.server.run, args=(sockets,), daemon=True)
 
     @property
     def url(self) -> str:
