@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import httpx._transports.default
+import httpx2._transports.default
 import openai
 import pytest
 
@@ -79,6 +82,20 @@ def _sdk_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def anyio_backend() -> str:
     """Async tests (``pytest.mark.anyio``) run on asyncio, as the gateway does."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_tls_context() -> Iterator[None]:
+    """The httpx clients tests make (``httpx.get`` and friends make one per call, the openai
+    SDK one per client, through httpx2) share one verifying TLS context per setting instead
+    of each reading the whole CA bundle again, the dearest part of making a client. Tests
+    speak plain HTTP on loopback, and a shared context verifies as a fresh one would.
+    Patched by name: a version of either library without that name fails here."""
+    with pytest.MonkeyPatch.context() as patch:
+        for transports in (httpx._transports.default, httpx2._transports.default):
+            made = transports.create_ssl_context
+            patch.setattr(transports, "create_ssl_context", functools.cache(made))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
