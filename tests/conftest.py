@@ -303,7 +303,6 @@ def gateway(_shared_gateway: Gateway, upstream: Upstream) -> Iterator[Gateway]:
 
 # --- a real browser --------------------------------------------------------------------------
 CHROMIUM_FLAGS = [
-    "--headless=new",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
@@ -317,15 +316,18 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium driven by Playwright, once per test module: each test
-    opens contexts of its own (cookies, locale, viewport), so nothing carries over. Not
-    once per session: while Playwright's sync API is started, its event loop counts as
+    """Debian's headless Chromium driven by Playwright, once per test module: its headless
+    shell (``chromium-headless-shell``), the same engine without the desktop browser around
+    it, which renders the same pages with much less CPU. Each test opens contexts of its own
+    (cookies, locale, viewport), so nothing carries over. Not once per session: while Playwright's sync API is started, its event loop counts as
     running in the main thread, and the other tests' ``asyncio.run`` refuses to start."""
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = shutil.which("chromium-headless-shell")
     if chromium is None:
-        pytest.fail("Debian's chromium package is required (./scripts/test installs it).")
+        pytest.fail(
+            "Debian's chromium-headless-shell package is required (./scripts/test installs it)."
+        )
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         yield browser
