@@ -47,7 +47,11 @@ SERVICE_FIXTURES = frozenset(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``unit`` (set per file or per test) means no Redis, servers or browsers, so that
-    ``pytest -m unit`` runs without them: a unit test that asks for a service fails here."""
+    ``pytest -m unit`` runs without them: a unit test that asks for a service fails here.
+
+    ``long`` tests run first (the order is otherwise kept): xdist hands tests out in this
+    order, and a long one started last keeps the run going while the other worker idles."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     wrong = [
         item.nodeid
         for item in items
@@ -319,8 +323,9 @@ def browser() -> Iterator[Browser]:
     """Debian's headless Chromium driven by Playwright, once per test module: its headless
     shell (``chromium-headless-shell``), the same engine without the desktop browser around
     it, which renders the same pages with much less CPU. Each test opens contexts of its own
-    (cookies, locale, viewport), so nothing carries over. Not once per session: while Playwright's sync API is started, its event loop counts as
-    running in the main thread, and the other tests' ``asyncio.run`` refuses to start."""
+    (cookies, locale, viewport), so nothing carries over. Not once per session: while
+    Playwright's sync API is started, its event loop counts as running in the main thread,
+    and the other tests' ``asyncio.run`` refuses to start."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium-headless-shell")

@@ -15,6 +15,7 @@ import pytest
 from benchmarks import bench
 
 
+@pytest.mark.long
 def test_bench_proxy_smoke() -> None:
     # The bench starts its own stub and gateway; it uses MEMGATE_REDIS_URL when set (passed on
     # in the environment), else the embedded Redis in a temporary data dir.

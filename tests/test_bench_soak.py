@@ -8,7 +8,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.long
 def test_short_soak_loses_nothing() -> None:
     args = ["bench", "soak", "--seconds", "1", "--concurrency", "12", "--users", "4"]
     done = subprocess.run(

@@ -212,6 +212,7 @@ def _metric_sum(text: str, name: str, **labels: str) -> float:
     return total
 
 
+@pytest.mark.long
 def test_serve_with_several_workers_shares_one_embedded_redis_and_one_metrics_view(
     tmp_path: Path, upstream: Upstream
 ) -> None:

@@ -40,6 +40,7 @@ def test_second_server_on_same_data_dir_is_refused(tmp_path: Path) -> None:
         EmbeddedRedis(tmp_path).start()
 
 
+@pytest.mark.long
 def test_memgate_serve_runs_on_embedded_defaults(tmp_path: Path) -> None:
     """`memgate serve` with no MEMGATE_REDIS_URL starts its own Redis and stops it on exit."""
     port = free_port()

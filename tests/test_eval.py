@@ -376,6 +376,7 @@ def test_eval_refuses_bad_input(
     assert "MEMGATE_ADMIN_TOKEN" in capsys.readouterr().err
 
 
+@pytest.mark.long
 def test_eval_runs_the_shipped_pack_on_its_own_gateway(tmp_path: Path) -> None:
     out, chart = tmp_path / "eval.json", tmp_path / "eval.png"
     done = _memgate("--json", str(out), "--chart", str(chart))

@@ -70,6 +70,7 @@ def test_memory_api_is_503_while_redis_is_down_and_chat_still_answers(
     assert ready.status_code == 503 and ready.json()["redis"] is False
 
 
+@pytest.mark.long
 def test_a_hung_redis_costs_chat_the_recall_budget_not_the_socket_timeout(
     make_gateway: GatewayFactory, own_redis: EmbeddedRedis
 ) -> None:

@@ -594,6 +594,7 @@ async def test_memories_that_fit_about_equally_are_not_cut_apart(
 # --- the scenario set's floors ------------------------------------------------------------------
 
 
+@pytest.mark.long
 async def test_the_shipped_scenarios_meet_their_floors(
     redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
 ) -> None:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Gateway
 
 # What an answer must satisfy: no server error, a documented status code, content type and
@@ -50,6 +52,7 @@ def schemathesis_command(url: str, *, examples: int, seed: int, report: Path) ->
     ]
 
 
+@pytest.mark.long
 def test_generated_requests_get_no_5xx_and_documented_answers(
     fresh_gateway: Gateway, tmp_path: Path
 ) -> None:
