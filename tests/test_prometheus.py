@@ -256,8 +256,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scra
     another test's gateway would change), all started at once, each scraping a port held
     for the gateway its test starts there: bound, so no other process takes it, and not
     listening, so that until then the target is simply down. Prometheus hands its scrapers
-    their first targets only at its discovery's update interval (five seconds, not a flag),
-    so started together the tests wait for that once, not once each."""
+    their first targets only at its discovery's update interval (about five seconds, not a
+    flag), so started together the tests wait for that once, not once each."""
     started: dict[str, tuple[subprocess.Popen[bytes], Scraped]] = {}
     try:
         for name, job in JOBS.items():
@@ -333,6 +333,20 @@ def _wait_for(what: str, check: Any, prometheus: Prometheus, timeout: float = 20
         time.sleep(0.2)
 
 
+def _scraped_gateway(
+    make_gateway: GatewayFactory, scraped: Scraped, **overrides: Any
+) -> tuple[Gateway, Prometheus]:
+    """The test's gateway on the socket held for it, once its Prometheus has scraped it."""
+    prometheus = scraped.prometheus
+    gateway = make_gateway(sock=scraped.sock, **overrides)
+    _wait_for(
+        "the first scrape of memgate",
+        lambda: bool(prometheus.vector("memgate_build_info")),
+        prometheus,
+    )
+    return gateway, prometheus
+
+
 # --- the test ------------------------------------------------------------------------------
 
 
@@ -348,8 +362,7 @@ def test_promtool_accepts_the_deploy_config_and_rules() -> None:
 def test_dashboard_and_alert_queries_against_real_prometheus(
     make_gateway: GatewayFactory, scraped: dict[str, Scraped]
 ) -> None:
-    prometheus = scraped["queries"].prometheus
-    gateway = make_gateway(sock=scraped["queries"].sock)
+    gateway, prometheus = _scraped_gateway(make_gateway, scraped["queries"])
     # memgate is scraped and healthy before any traffic
     _wait_for(
         "the first scrape of memgate",
@@ -452,13 +465,7 @@ def test_client_4xx_is_not_an_upstream_failure(
 ) -> None:
     """Only refusals (a client's rate limit, a bad body): the client-error alert's condition
     holds and the upstream-failure alerts' do not."""
-    prometheus = scraped["refusals"].prometheus
-    gateway = make_gateway(sock=scraped["refusals"].sock)
-    _wait_for(
-        "the first scrape of memgate",
-        lambda: bool(prometheus.vector("memgate_build_info")),
-        prometheus,
-    )
+    gateway, prometheus = _scraped_gateway(make_gateway, scraped["refusals"])
     headers = {"Authorization": "Bearer sk-test-prometheus-4xx"}
     url = f"{gateway.base_url}/chat/completions"
     messages = [{"role": "user", "content": "hi"}]
@@ -494,13 +501,7 @@ def test_a_target_that_went_away_is_caught(
 ) -> None:
     """The scrape job is not called "memgate" (as with Kubernetes annotation discovery): when
     the gateway stops, MemgateDown's and MemgateAbsent's conditions hold."""
-    prometheus = scraped["went-away"].prometheus
-    gateway = make_gateway(sock=scraped["went-away"].sock)
-    _wait_for(
-        "memgate_build_info scraped",
-        lambda: bool(prometheus.vector("memgate_build_info")),
-        prometheus,
-    )
+    gateway, prometheus = _scraped_gateway(make_gateway, scraped["went-away"])
     assert not _fires(prometheus, "MemgateDown")
     assert not _fires(prometheus, "MemgateAbsent")
     assert gateway.server is not None
@@ -538,9 +539,9 @@ def test_live_memory_signals_against_real_prometheus(
     the memory report shows the same for one user."""
     # The request's model is counted as "other", a series that exists (at zero) from the start,
     # so rate() sees the whole increase of both token counters.
-    prometheus = scraped["signals"].prometheus
-    gateway = make_gateway(
-        sock=scraped["signals"].sock,
+    gateway, prometheus = _scraped_gateway(
+        make_gateway,
+        scraped["signals"],
         redis_url=own_redis_url,
         metrics_sample_seconds=0.2,
         metrics_models="some-other-model",
@@ -557,11 +558,6 @@ def test_live_memory_signals_against_real_prometheus(
         for t in panel["targets"]
     }
     long_ago = "2020-01-01T00:00:00Z"
-    _wait_for(
-        "the first scrape of memgate",
-        lambda: bool(prometheus.vector("memgate_build_info")),
-        prometheus,
-    )
     with httpx.Client(base_url=gateway.url, timeout=30.0, headers=admin) as client:
         for content, kind in (
             ("Always answer in English", "preference"),
