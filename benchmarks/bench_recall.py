@@ -57,6 +57,7 @@ from gateway.memory.records import Memory, new_memory_id
 from gateway.memory.selection import score
 from gateway.memory.textsearch import search_text
 from gateway.memory.tokens import prepare_cache
+from gateway.memory.typicality import Typicality
 from gateway.memory.use_onnx import OnnxUse
 from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 from gateway.storage.store import RECALL_FIELDS, Hit, Store, merge_hits, num, owner_filter
@@ -396,7 +397,8 @@ async def write_memories(
     store: Store, memories: Sequence[Memory], vectors: Sequence[np.ndarray]
 ) -> None:
     """The store's bulk write (``put_memory``'s fields and expiry), a batch per pipeline;
-    how each memory applies and its topics as the write gate would derive them."""
+    how each memory applies, its topics and its typicality as the write path would derive
+    them (``vectors``: the local embedder's)."""
     policy = _default_policy()
     for memory in memories:
         if not memory.applies:
@@ -404,12 +406,13 @@ async def write_memories(
                 memory.content, policy, memory.type, memory.slot, memory.scope
             )
             memory.topics = topics_of(memory.content, policy)
+    typicality = Typicality(LocalEmbedder(), policy)
     for start in range(0, len(memories), _WRITE_BATCH):
-        batch = zip(
-            memories[start : start + _WRITE_BATCH],
-            vectors[start : start + _WRITE_BATCH],
-            strict=True,
-        )
+        some, their = memories[start : start + _WRITE_BATCH], vectors[start : start + _WRITE_BATCH]
+        for memory, value in zip(some, await typicality.of(np.stack(their)), strict=True):
+            if memory.typicality is None:
+                memory.typicality = value
+        batch = zip(some, their, strict=True)
         await store.put_memories((m, search_text(m.content), v) for m, v in batch)
     # Keep the per-user sizes that Memories.create maintains (they pick the searches).
     per_user: dict[tuple[str, str], list[int]] = {}

@@ -24,7 +24,7 @@ from litestar.static_files import create_static_files_router
 
 from gateway.http.memory_api import MemoryIn, MemoryPatch, SettingsPatch
 from gateway.memory import identity
-from gateway.memory.records import Memory
+from gateway.memory.records import INTERNAL_FIELDS, Memory
 
 ASSETS_PATH = "/schema-assets"
 SECURITY_SCHEME = "bearerAuth"
@@ -148,6 +148,8 @@ def _memory_schema() -> dict[str, Any]:
     props = schema["properties"]
     props.pop("evidence_trace", None)
     props.pop("evidence_excerpt", None)
+    for name in INTERNAL_FIELDS:
+        props.pop(name, None)
     props["object"] = {"type": "string", "const": "memory"}
     props["evidence"] = {
         "type": "object",

@@ -21,6 +21,7 @@ from gateway.memory.policy import Policy, derive_applies, topics_of
 from gateway.memory.records import Memory, content_key, new_memory_id
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
+from gateway.memory.typicality import Typicality
 from gateway.storage.store import Neighbour, Store
 
 EXCERPT_CHARS = 160
@@ -42,6 +43,7 @@ class Memories:
         self.embedder = embedder
         self.policy = policy
         self.clock = clock
+        self.typicality = Typicality(embedder, policy)
 
     async def ready(self) -> None:
         """Create the index for the configured embedder (learning its size if need be)."""
@@ -97,6 +99,7 @@ class Memories:
         if not self.store.index_ready:
             await self.ready()
         vector = (await self.embedder.embed([content]))[0]
+        (typical,) = await self.typicality.of(vector[None, :])
         async with self.store.user_lock(ident.tenant, ident.user):
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", content_key=content_key(content)
@@ -145,6 +148,7 @@ class Memories:
                 embedding_model=self.embedder.model_id,
                 applies=decision.applies,
                 topics=list(decision.topics),
+                typicality=typical,
             )
             expire_at = memory.expires_at.timestamp() if memory.expires_at else None
             await self.store.put_memory(
@@ -288,6 +292,7 @@ class Memories:
             )
             memory.updated_at = memory.confirmed_at = now
             vector = (await self.embedder.embed([memory.content]))[0]
+            (memory.typicality,) = await self.typicality.of(vector[None, :])
             await self.store.put_memory(
                 memory,
                 search_text=search_text(memory.content),

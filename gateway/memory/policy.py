@@ -443,6 +443,22 @@ class TopicalLaneSpec(LaneSpec):
     close_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
 
 
+class TypicalitySpec(_Model):
+    """How typical a memory is of requests in general, discounted from its ranking score.
+
+    A memory close to many everyday requests ("resources that need a subscription") would
+    otherwise come first for every request of its topic and crowd out the one that fits
+    this request. Its typicality is the mean cosine to its ``neighbours`` nearest requests of
+    ``requests`` (a sample of what people ask), worked out once when the memory is written;
+    its ranking score loses ``weight`` times that. It only orders memories already found
+    relevant: no relevance bar reads it.
+    """
+
+    weight: Fraction = 0.0
+    neighbours: PositiveInt = 5
+    requests: tuple[NonEmpty, ...] = ()
+
+
 class RecallSpec(_Model):
     max_memories: PositiveInt
     token_budget: PositiveInt
@@ -452,6 +468,7 @@ class RecallSpec(_Model):
     weights: FusionWeights
     text_saturation: Annotated[float, Field(gt=0.0)] = 1.0
     topic_bonus: Fraction = 0.0
+    typicality: TypicalitySpec = TypicalitySpec()
     candidate_pool: PositiveInt
     # The keyword-and-topic search's pool: every memory of the request's topics should reach
     # the ranking, not the first few the index returns (never fewer than candidate_pool).
@@ -914,6 +931,12 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
         yield ("recall", "weights"), "vector and text weights must add up to 1"
     if recall.candidate_pool < recall.max_memories:
         yield ("recall", "candidate_pool"), "must be at least recall.max_memories"
+    typical = recall.typicality
+    if typical.weight and len(typical.requests) < typical.neighbours:
+        yield (
+            ("recall", "typicality", "requests"),
+            f"needs at least recall.typicality.neighbours ({typical.neighbours}) requests",
+        )
     yield from _check_applies(policy)
     yield from _check_topics(policy)
 

@@ -39,6 +39,7 @@ from gateway.memory.selection import (
 )
 from gateway.memory.sensitivity import Scan, redact, scan
 from gateway.memory.textsearch import search_text
+from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
 # What a user pastes to be worked on (code, an essay, a quoted email) is the object of the
@@ -148,6 +149,7 @@ class Recaller:
         self.embedder = embedder
         self.policy = policy
         self.clock = clock
+        self.typicality = Typicality(embedder, policy)
         # Owners seen at their last settings read (insertion-ordered, bounded).
         self._owners: dict[tuple[str, str], _Owner] = {}
         # Owners' standing memories, with the memory version they were read at (bounded).
@@ -212,6 +214,8 @@ class Recaller:
             if searches:
                 searches.cancel()
             raise
+        if hits and self.typicality.enabled:
+            await self._settle_typicality(ident, hits)
         t_embed = searches.embedded_at if searches else clock.monotonic()
         t_search = clock.monotonic()
         spec = self.policy.recall
@@ -344,6 +348,23 @@ class Recaller:
             frozenset(words.split()),
             self.clock.monotonic(),
             bool(by_topic),
+        )
+
+    async def _settle_typicality(self, ident: Identity, hits: list[Hit]) -> None:
+        """Typicality for found memories written before it existed, from their stored
+        embeddings, kept so that each is worked out once."""
+        missing = [hit.memory for hit in hits if hit.memory.typicality is None]
+        if not missing:
+            return
+        vectors = await self.store.get_embeddings(ident.tenant, ident.user, [m.id for m in missing])
+        known = [m for m in missing if m.id in vectors]
+        if not known:
+            return
+        values = await self.typicality.of(np.stack([vectors[m.id] for m in known]))
+        for memory, value in zip(known, values, strict=True):
+            memory.typicality = value
+        await self.store.keep_typicality(
+            ident.tenant, ident.user, {m.id: v for m, v in zip(known, values, strict=True)}
         )
 
     async def _gather(self, searches: _Searches) -> list[Hit]:

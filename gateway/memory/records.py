@@ -11,6 +11,8 @@ from typing import Any
 
 from gateway.clock import to_iso
 
+# Fields of the record that the API never shows: derived by the gateway, like the embedding.
+INTERNAL_FIELDS = ("typicality",)
 NO_EXPIRY = 253402300799.0  # 9999-12-31: numeric stand-in for "never", so range filters stay simple
 
 
@@ -65,6 +67,9 @@ class Memory:
     # existed, until the gateway settles them at start-up.
     applies: str = ""
     topics: list[str] = field(default_factory=list)
+    # How typical of requests in general (gateway.memory.typicality), derived from the
+    # embedding like it and kept out of the API; None on records written before it existed.
+    typicality: float | None = None
 
     def to_hash(self, *, search_text: str, embedding: bytes) -> dict[str, Any]:
         return {
@@ -95,6 +100,7 @@ class Memory:
             "embedding_model": self.embedding_model,
             "applies": self.applies,
             "topics": ",".join(self.topics),
+            "typicality": "" if self.typicality is None else self.typicality,
             "embedding": embedding,
         }
 
@@ -140,10 +146,13 @@ class Memory:
             get("embedding_model") or "",
             get("applies") or "",
             [x for x in (get("topics") or "").split(",") if x],
+            float(t) if (t := get("typicality")) else None,
         )
 
     def to_api(self) -> dict[str, Any]:
         data = asdict(self)
+        for key in INTERNAL_FIELDS:
+            del data[key]
         for key, value in data.items():
             if isinstance(value, datetime):
                 data[key] = to_iso(value)

@@ -92,9 +92,13 @@ async def _flush(pending: list[tuple[bytes, dict[bytes, bytes], int]], memories:
     embedder = memories.embedder
     found = [memories.settled(Memory.from_hash(raw)) for _, raw, _ in pending]
     vectors = await embedder.embed([memory.content for memory in found])
+    typical = await memories.typicality.of(vectors)
     moved = 0
-    for (old_key, raw, ttl_ms), memory, vector in zip(pending, found, vectors, strict=True):
+    for (old_key, raw, ttl_ms), memory, vector, typicality in zip(
+        pending, found, vectors, typical, strict=True
+    ):
         memory.embedding_model = embedder.model_id
+        memory.typicality = typicality
         moved += await memories.store.move_memory(
             old_key,
             raw,

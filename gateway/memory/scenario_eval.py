@@ -250,7 +250,8 @@ def load_prefeval(folder: Path, per_topic: int = 5) -> list[tuple[str, str, str]
 @dataclass(slots=True)
 class PrefEvalResult:
     questions: int
-    stored: int
+    stored: int  # preferences stored as memories of their own
+    merged: int  # ... or merged into an earlier memory that says the same (the dedup rule)
     hits: int
     injected_total: int
 
@@ -261,14 +262,24 @@ class PrefEvalResult:
 
 async def run_prefeval(runner: Runner, rows: Sequence[tuple[str, str, str]]) -> PrefEvalResult:
     """All preferences stored for one user through the write path, then each question
-    recalled: a hit when its own preference is injected."""
+    recalled: a hit when its own preference is injected. A preference that the write path
+    merges into an earlier memory saying the same (PrefEval repeats a few in other words)
+    is held by that memory, so injecting it is injecting the preference; one refused or
+    superseded is a miss."""
     user = "prefeval"
     ident = runner._ident(user)
     gold: list[str | None] = []
+    stored = merged = 0
     try:
         for _, preference, _ in rows:
-            outcome = await runner.memories.create(ident, content=preference, type="preference")
-            gold.append(outcome.memory.id if outcome.created else None)
+            try:
+                outcome = await runner.memories.create(ident, content=preference, type="preference")
+            except WriteRefused:
+                gold.append(None)
+                continue
+            gold.append(outcome.memory.id)
+            stored += int(outcome.created)
+            merged += int(outcome.deduplicated)
         hits = injected = 0
         for (_, _, question), want in zip(rows, gold, strict=True):
             result = await runner.recaller.recall(
@@ -277,7 +288,7 @@ async def run_prefeval(runner: Runner, rows: Sequence[tuple[str, str, str]]) -> 
             ids = [m.id for m in result.injected]
             injected += len(ids)
             hits += int(want is not None and want in ids)
-        return PrefEvalResult(len(rows), sum(g is not None for g in gold), hits, injected)
+        return PrefEvalResult(len(rows), stored, merged, hits, injected)
     finally:
         await runner.forget([user])
 
@@ -321,7 +332,8 @@ def report(outcomes: Sequence[Outcome], pref: PrefEvalResult | None, pref_note: 
         lines.append(
             f"PrefEval explicit preferences through the product path: {pref.hits}/"
             f"{pref.questions} questions got their preference injected, mean injected "
-            f"{pref.mean_injected:.2f} ({pref.stored} of {pref.questions} preferences stored)"
+            f"{pref.mean_injected:.2f} ({pref.stored} of {pref.questions} preferences stored, "
+            f"{pref.merged} merged into an earlier memory saying the same)"
         )
     else:
         lines.append(f"PrefEval: {pref_note}")
@@ -348,6 +360,8 @@ def summary(outcomes: Sequence[Outcome], pref: PrefEvalResult | None) -> dict[st
         out["prefeval"] = {
             "questions": pref.questions,
             "hits": pref.hits,
+            "stored": pref.stored,
+            "merged": pref.merged,
             "mean_injected": round(pref.mean_injected, 3),
         }
     return out

@@ -70,6 +70,9 @@ def score(hit: Hit, spec: RecallSpec) -> Candidate:
     c = spec.text_saturation
     text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
     fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
+    # a memory close to requests of every kind would otherwise top every request of its
+    # topic (gateway.memory.typicality); recall works it out for memories written before it
+    fused -= spec.typicality.weight * (hit.memory.typicality or 0.0)
     return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
 
 

@@ -100,6 +100,7 @@ RECALL_FIELDS = [
     "confidence",
     "applies",
     "topics",
+    "typicality",
 ]
 # Every field a Memory is built from (the embedding and search text stay in Redis).
 _MEMORY_FIELDS = [
@@ -118,6 +119,12 @@ for i, key in ipairs(KEYS) do
   out[i] = redis.call('HMGET', key, unpack(ARGV))
 end
 return out
+"""
+_SET_IF_PRESENT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return 0
 """
 _MARK_INJECTED = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -307,6 +314,7 @@ class Store:
         self._prefix = ""
         self._built = False
         self._mark = self.redis.register_script(_MARK_INJECTED)
+        self._set_if_present = self.redis.register_script(_SET_IF_PRESENT)
         self._hmget_many = self.redis.register_script(_HMGET_MANY)
         self._gateway_key_lookup = self.redis.register_script(_GATEWAY_KEY_LOOKUP)
 
@@ -864,6 +872,15 @@ class Store:
         """Count a use without resurrecting a memory deleted in the meantime."""
         for memory_id in ids:
             await self._mark(keys=[self.memory_key(tenant, user, memory_id)], args=[now_ts])
+
+    async def keep_typicality(self, tenant: str, user: str, values: dict[str, float]) -> None:
+        """Keep typicality worked out for memories written before it existed, without
+        resurrecting one deleted in the meantime (nothing recall caches depends on it, so
+        the owner's memory version stays)."""
+        for memory_id, value in values.items():
+            await self._set_if_present(
+                keys=[self.memory_key(tenant, user, memory_id)], args=["typicality", value]
+            )
 
     # -- per-user settings and traces ------------------------------------------------------
 

@@ -1,0 +1,255 @@
+"""A memory's typicality (``gateway.memory.typicality``): how close it is to requests of every
+kind, worked out when it is written and discounted from its ranking, never from relevance."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gateway.clock import ManualClock, SystemClock
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.policy import Policy, PolicyError, load_policy, parse_policy
+from gateway.memory.records import Memory
+from gateway.memory.scenario_eval import Runner, _default_prefeval, load_prefeval, run_prefeval
+from gateway.memory.selection import score
+from gateway.memory.typicality import Typicality, of_vectors
+from gateway.storage.store import Hit, Store
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy()
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.array(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+# --- the score --------------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_typicality_is_the_mean_cosine_to_the_nearest_reference_requests() -> None:
+    reference = np.stack([unit(1, 0, 0), unit(1, 1, 0), unit(0, 1, 0), unit(0, 0, 1)])
+    memories = np.stack([unit(1, 0, 0), unit(0, 0, 1)])
+    first, second = of_vectors(memories, reference, 2)
+    assert first == pytest.approx((1.0 + 2**-0.5) / 2, abs=1e-4)  # itself and the diagonal
+    assert second == pytest.approx(0.5, abs=1e-4)  # itself and one orthogonal request
+    # more neighbours than requests: all of them
+    assert of_vectors(memories[:1], reference, 10)[0] == pytest.approx(
+        (1.0 + 2**-0.5 + 0 + 0) / 4, abs=1e-4
+    )
+
+
+@pytest.mark.unit
+def test_the_ranking_discounts_typicality_and_relevance_does_not_read_it(policy: Policy) -> None:
+    spec = policy.recall
+    assert spec.typicality.weight > 0
+
+    def hit(typicality: float | None) -> Hit:
+        m = Memory("m", "t", "u", "I avoid paid courses", "preference", "user_stated")
+        m.typicality = typicality
+        return Hit(m, vector=0.4, text=0.0)
+
+    plain, typical, unknown = score(hit(0.0), spec), score(hit(0.5), spec), score(hit(None), spec)
+    assert plain.fused - typical.fused == pytest.approx(spec.typicality.weight * 0.5)
+    assert unknown.fused == plain.fused
+    assert typical.vector == plain.vector  # the relevance bars read the cosine, unchanged
+    off = parse_policy("recall: {typicality: {weight: 0}}").recall
+    assert score(hit(0.5), off).fused == score(hit(0.0), off).fused
+
+
+class CountingEmbedder:
+    paid = False
+    dims = 3
+
+    def __init__(self) -> None:
+        self.model_id = f"counting-{time.time_ns()}"  # its own entry in the process's cache
+        self.calls: list[int] = []
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        await asyncio.sleep(0)  # let concurrent writers reach the lock
+        return np.stack([unit(1 + i % 3, i % 2, 1) for i in range(len(texts))])
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed([text]))[0]
+
+    async def warm_up(self) -> None:
+        return None
+
+
+@pytest.mark.unit
+@pytest.mark.anyio
+async def test_the_reference_requests_are_embedded_once(policy: Policy) -> None:
+    embedder = CountingEmbedder()
+    typicality = Typicality(embedder, policy)
+    sample = len(policy.recall.typicality.requests)
+    found = await asyncio.gather(*(typicality.of(np.stack([unit(1, 0, 0)])) for _ in range(5)))
+    assert embedder.calls == [sample]
+    assert len({tuple(f) for f in found}) == 1
+    await Typicality(embedder, policy).of(np.stack([unit(0, 1, 0)]))  # another writer
+    assert embedder.calls == [sample]
+    off = Typicality(embedder, parse_policy("recall: {typicality: {weight: 0}}"))
+    assert await off.of(np.stack([unit(0, 1, 0)])) == [0.0]
+    assert embedder.calls == [sample]
+
+
+@pytest.mark.unit
+def test_the_policy_needs_enough_reference_requests() -> None:
+    overlay = "recall:\n  typicality:\n    neighbours: 4\n    requests: [a, b, c]\n"
+    with pytest.raises(PolicyError, match=r"overlay\.yaml:4: recall\.typicality\.requests"):
+        parse_policy(overlay, "overlay.yaml")
+    assert parse_policy("recall: {typicality: {weight: 0, requests: []}}")
+
+
+@pytest.mark.unit
+def test_the_shipped_sample_is_broad_and_in_both_languages(policy: Policy) -> None:
+    requests = policy.recall.typicality.requests
+    chinese = [r for r in requests if re.search(r"[\u4e00-\u9fff]", r)]
+    assert len(requests) == len(set(requests)) >= 300
+    assert len(chinese) >= 100 and len(requests) - len(chinese) >= 150
+    # requests of anyone, not of a user with likes, diets or needs of their own
+    personal = re.compile(r"\bI (?:prefer|hate|love|dislike|am allergic)\b|我(?:不)?喜欢|讨厌")
+    assert not [r for r in requests if personal.search(r)]
+
+
+# --- the write path and memories from before ----------------------------------------------------
+
+
+@pytest.fixture
+async def service(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> AsyncIterator[Memories]:
+    store = Store(redis_url)
+    memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
+    await memories.ready()
+    yield memories
+    await store.aclose()
+
+
+async def _kept(service: Memories, ident: Identity, memory_id: str) -> float | None:
+    raw = await service.store.redis.hget(
+        service.store.memory_key(ident.tenant, ident.user, memory_id), "typicality"
+    )
+    return float(raw) if raw else None
+
+
+async def _expected(service: Memories, ident: Identity, memory_id: str) -> float:
+    vectors = await service.store.get_embeddings(ident.tenant, ident.user, [memory_id])
+    (value,) = await service.typicality.of(vectors[memory_id][None, :])
+    return value
+
+
+@pytest.mark.anyio
+async def test_a_write_and_an_edit_keep_the_memorys_typicality(service: Memories) -> None:
+    ident = Identity(f"typical{time.time_ns()}", "ann", None, "on", "tr_typical")
+    made = (
+        await service.create(
+            ident, content="I avoid courses that need a subscription", type="preference"
+        )
+    ).memory
+    first = await _kept(service, ident, made.id)
+    assert first is not None and first == await _expected(service, ident, made.id)
+    assert "typicality" not in made.to_api()
+    await service.update(ident, made.id, {"content": "我更喜欢线下的小班课"})
+    second = await _kept(service, ident, made.id)
+    assert second is not None and second != first
+    assert second == await _expected(service, ident, made.id)
+
+
+@pytest.mark.anyio
+async def test_recall_works_out_typicality_for_memories_from_before(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    store = Store(redis_url)
+    runner = Runner(store, shared_embedder, policy)
+    try:
+        await runner.memories.ready()
+        ident = Identity(runner.tenant, "old", None, "on", "tr_typical_old")
+        made = [
+            (await runner.memories.create(ident, content=c, type="preference")).memory
+            for c in ("I never eat mushrooms", "I don't drink coffee after noon")
+        ]
+        expected = [await _expected(runner.memories, ident, m.id) for m in made]
+        for m in made:  # as an earlier release wrote them
+            await store.redis.hdel(store.memory_key(ident.tenant, "old", m.id), "typicality")
+        result = await runner.recaller.recall(ident, "Plan a dinner menu", model="gpt-4o-mini")
+        found = {c.memory.id: c.memory.typicality for c in result.candidates}
+        assert [found[m.id] for m in made] == expected
+        assert [await _kept(runner.memories, ident, m.id) for m in made] == expected
+        # kept only for a memory that still exists
+        await store.keep_typicality(ident.tenant, "old", {"mem_gone000000000000000000": 0.5})
+        assert not await store.redis.exists(
+            store.memory_key(ident.tenant, "old", "mem_gone000000000000000000")
+        )
+    finally:
+        await runner.forget(["old"])
+        await store.aclose()
+
+
+# --- PrefEval through the product path --------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_preference_merged_into_an_equal_one_is_held_by_it(
+    tmp_path: Path, redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """PrefEval repeats a few preferences in other words: the write path keeps one memory,
+    and a question of the repeated one is answered when that memory is injected."""
+    folder = tmp_path / "explicit_preference"
+    folder.mkdir()
+    rows = [
+        {
+            "preference": "I have a severe peanut allergy, so I avoid anything with peanuts.",
+            "question": "What snacks should I bring to a picnic?",
+        },
+        {
+            "preference": "I have a severe peanut allergy, so I must avoid anything with peanuts.",
+            "question": "Suggest some snacks for a long hike.",
+        },
+    ]
+    (folder / "food.json").write_text(json.dumps(rows))
+    (folder / "pets.json").write_text(
+        json.dumps([{"preference": "I dislike reptiles as pets.", "question": "Which pet?"}])
+    )
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        result = await run_prefeval(runner, load_prefeval(folder))
+    finally:
+        await store.aclose()
+    assert (result.questions, result.stored, result.merged) == (3, 2, 1)
+    assert result.hits >= 2  # both snack questions get the one allergy memory
+
+
+@pytest.mark.anyio
+@pytest.mark.long
+async def test_prefeval_through_the_product_path_meets_its_floor(
+    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
+) -> None:
+    """Where PrefEval's data sits beside the repository (it is not shipped): at least 60 of
+    its 100 questions get their own preference, at most 2.5 memories injected on average."""
+    folder = _default_prefeval()
+    if folder is None:
+        pytest.skip("PrefEval's data is not beside the repository")
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, shared_embedder, policy)
+        await runner.memories.ready()
+        result = await run_prefeval(runner, load_prefeval(folder))
+    finally:
+        await store.aclose()
+    assert result.questions == 100
+    assert result.hits >= 60 and result.mean_injected <= 2.5, result
