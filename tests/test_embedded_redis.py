@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -72,3 +73,19 @@ def test_memgate_serve_runs_on_embedded_defaults(tmp_path: Path) -> None:
     # The Redis child is gone: its lock on the data dir is free again.
     with EmbeddedRedis(tmp_path / "redis"):
         pass
+
+
+@pytest.mark.unit
+def test_free_ports_come_from_below_the_ephemeral_range() -> None:
+    """A port of the kernel's ephemeral range can go to any outgoing connection between the
+    check and a server's bind; ports below it are only handed to whoever binds them."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except OSError:
+        pytest.skip("no ephemeral port range to read here")
+    ports = [free_port() for _ in range(20)]
+    assert all(1024 <= p < low for p in ports), ports
+    assert len(set(ports)) > 1  # picked at random, not the same port for every caller
+    for port in ports[:3]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))

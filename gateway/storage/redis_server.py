@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -47,9 +48,33 @@ def _binaries() -> tuple[str, list[str]]:
 
 
 def free_port() -> int:
+    """A loopback port that is free now, for a server started right after. Taken below the
+    kernel's ephemeral range where it can be: a port of that range may go to any outgoing
+    connection on the machine between this check and the server's bind (the server then
+    fails to start), while ports below it are only ever given to whoever asks for them."""
+    low = _ephemeral_low()
+    if low is not None and low > 2048:
+        first = max(1024, low - 16384)
+        for _ in range(64):
+            port = first + secrets.randbelow(low - first)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int | None:
+    """The first port of Linux's ephemeral range (None elsewhere)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _die_with_parent() -> None:
