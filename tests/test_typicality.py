@@ -96,13 +96,14 @@ async def test_the_reference_requests_are_embedded_once(policy: Policy) -> None:
     typicality = Typicality(embedder, policy)
     sample = len(policy.recall.typicality.requests)
     found = await asyncio.gather(*(typicality.of(np.stack([unit(1, 0, 0)])) for _ in range(5)))
-    assert embedder.calls == [sample]
+    # in slices of at most 16 inputs (some embeddings APIs take no more), each text once
+    assert sum(embedder.calls) == sample and max(embedder.calls) <= 16
+    calls = len(embedder.calls)
     assert len({tuple(f) for f in found}) == 1
     await Typicality(embedder, policy).of(np.stack([unit(0, 1, 0)]))  # another writer
-    assert embedder.calls == [sample]
     off = Typicality(embedder, parse_policy("recall: {typicality: {weight: 0}}"))
     assert await off.of(np.stack([unit(0, 1, 0)])) == [0.0]
-    assert embedder.calls == [sample]
+    assert len(embedder.calls) == calls
 
 
 @pytest.mark.unit

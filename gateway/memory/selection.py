@@ -54,6 +54,7 @@ class Candidate:
                 "text": round(self.text, 4),
                 "text_norm": round(self.text_norm, 4),
                 "fused": round(self.fused, 4),
+                "typicality": m.typicality,
             },
             "topics": list(self.topics),
             "off_topic": self.off_topic,

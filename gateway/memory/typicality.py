@@ -24,6 +24,7 @@ from gateway.memory.policy import Policy
 # (embedder model, requests) -> their vectors; a process has one or two embedders and one
 # policy, so this stays tiny
 _REFERENCE: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+_SLICE = 16
 
 
 class Typicality:
@@ -49,7 +50,14 @@ class Typicality:
             async with self._lock:  # one embedding of the sample, however many writes wait
                 found = _REFERENCE.get(key)
                 if found is None:
-                    found = await self.embedder.embed(list(self.spec.requests))
+                    # in slices: some embeddings APIs take only a few inputs per call
+                    texts = list(self.spec.requests)
+                    found = np.concatenate(
+                        [
+                            await self.embedder.embed(texts[i : i + _SLICE])
+                            for i in range(0, len(texts), _SLICE)
+                        ]
+                    )
                     _REFERENCE[key] = found
         return found
 
