@@ -6,7 +6,7 @@ import functools
 import os
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +19,14 @@ import openai
 import pytest
 
 from gateway.app import create_app
-from gateway.clock import Clock
+from gateway.clock import Clock, ManualClock, SystemClock
 from gateway.config import Settings
 from gateway.memory.embed import LocalEmbedder
+from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy, load_policy
 from gateway.memory.tokens import prepare_cache
 from gateway.storage.redis_server import EmbeddedRedis, free_port
+from gateway.storage.store import Store
 from tests.upstream_stub import ServerThread, StubState, UpstreamStub
 
 if TYPE_CHECKING:  # Playwright loads only for the browser tests
@@ -174,6 +176,18 @@ GatewayFactory = Callable[..., Gateway]
 def shared_embedder() -> LocalEmbedder:
     """The local embedder loads its weights once per test session."""
     return LocalEmbedder()
+
+
+@pytest.fixture
+async def service(
+    redis_url: str, shared_embedder: LocalEmbedder, shipped_policy: Policy
+) -> AsyncIterator[Memories]:
+    """The memory write path (``Memories``) on the worker's Redis, with a clock of its own."""
+    store = Store(redis_url)
+    memories = Memories(store, shared_embedder, shipped_policy, ManualClock(SystemClock().now()))
+    await memories.ready()
+    yield memories
+    await store.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.clock import ManualClock, SystemClock
 from gateway.errors import Conflict, NotFound
 from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
-from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
@@ -45,17 +42,6 @@ def who(user: str = "alice", tenant: str | None = None, project: str | None = No
         mode="on",
         trace_id=f"tr_cand{n}",
     )
-
-
-@pytest.fixture
-async def service(
-    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
-) -> AsyncIterator[Memories]:
-    store = Store(redis_url)
-    memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
-    await memories.ready()
-    yield memories
-    await store.aclose()
 
 
 def queue_for(service: Memories, **kw: object) -> CandidateQueue:

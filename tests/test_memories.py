@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import string
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -19,7 +18,6 @@ from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy, load_policy
-from gateway.storage.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -47,17 +45,6 @@ def who(user: str | None = None, tenant: str | None = None, project: str | None 
         mode="on",
         trace_id=f"tr_test{n}",
     )
-
-
-@pytest.fixture
-async def service(
-    redis_url: str, embedder: LocalEmbedder, policy: Policy
-) -> AsyncIterator[Memories]:
-    store = Store(redis_url)
-    memories = Memories(store, embedder, policy, ManualClock(SystemClock().now()))
-    await memories.ready()
-    yield memories
-    await store.aclose()
 
 
 async def test_create_and_read_back(service: Memories) -> None:

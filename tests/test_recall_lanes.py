@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import httpx
 import openai
 import pytest
 
-from gateway.clock import ManualClock, SystemClock
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
@@ -420,17 +418,6 @@ def test_the_standing_cache_follows_every_change(gateway: Gateway, upstream: Any
 
 
 # --- the candidate queue ---------------------------------------------------------------------
-
-
-@pytest.fixture
-async def service(
-    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
-) -> AsyncIterator[Memories]:
-    store = Store(redis_url)
-    memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
-    await memories.ready()
-    yield memories
-    await store.aclose()
 
 
 async def test_a_candidate_proposes_how_it_applies_and_the_user_may_change_it(

@@ -7,19 +7,23 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gateway.clock import ManualClock, SystemClock
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy, PolicyError, load_policy, parse_policy
 from gateway.memory.records import Memory
-from gateway.memory.scenario_eval import Runner, _default_prefeval, load_prefeval, run_prefeval
+from gateway.memory.scenario_eval import (
+    PrefEvalResult,
+    Runner,
+    _default_prefeval,
+    load_prefeval,
+    run_prefeval,
+)
 from gateway.memory.selection import score
 from gateway.memory.typicality import Typicality, of_vectors
 from gateway.storage.store import Hit, Store
@@ -128,17 +132,6 @@ def test_the_shipped_sample_is_broad_and_in_both_languages(policy: Policy) -> No
 # --- the write path and memories from before ----------------------------------------------------
 
 
-@pytest.fixture
-async def service(
-    redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
-) -> AsyncIterator[Memories]:
-    store = Store(redis_url)
-    memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
-    await memories.ready()
-    yield memories
-    await store.aclose()
-
-
 async def _kept(service: Memories, ident: Identity, memory_id: str) -> float | None:
     raw = await service.store.redis.hget(
         service.store.memory_key(ident.tenant, ident.user, memory_id), "typicality"
@@ -202,6 +195,18 @@ async def test_recall_works_out_typicality_for_memories_from_before(
 # --- PrefEval through the product path --------------------------------------------------------
 
 
+async def _prefeval(
+    folder: Path, redis_url: str, embedder: LocalEmbedder, policy: Policy
+) -> PrefEvalResult:
+    store = Store(redis_url)
+    try:
+        runner = Runner(store, embedder, policy)
+        await runner.memories.ready()
+        return await run_prefeval(runner, load_prefeval(folder))
+    finally:
+        await store.aclose()
+
+
 @pytest.mark.anyio
 async def test_a_preference_merged_into_an_equal_one_is_held_by_it(
     tmp_path: Path, redis_url: str, shared_embedder: LocalEmbedder, policy: Policy
@@ -224,13 +229,7 @@ async def test_a_preference_merged_into_an_equal_one_is_held_by_it(
     (folder / "pets.json").write_text(
         json.dumps([{"preference": "I dislike reptiles as pets.", "question": "Which pet?"}])
     )
-    store = Store(redis_url)
-    try:
-        runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
-        result = await run_prefeval(runner, load_prefeval(folder))
-    finally:
-        await store.aclose()
+    result = await _prefeval(folder, redis_url, shared_embedder, policy)
     assert (result.questions, result.stored, result.merged) == (3, 2, 1)
     assert result.hits >= 2  # both snack questions get the one allergy memory
 
@@ -245,12 +244,6 @@ async def test_prefeval_through_the_product_path_meets_its_floor(
     folder = _default_prefeval()
     if folder is None:
         pytest.skip("PrefEval's data is not beside the repository")
-    store = Store(redis_url)
-    try:
-        runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
-        result = await run_prefeval(runner, load_prefeval(folder))
-    finally:
-        await store.aclose()
+    result = await _prefeval(folder, redis_url, shared_embedder, policy)
     assert result.questions == 100
     assert result.hits >= 60 and result.mean_injected <= 2.5, result
