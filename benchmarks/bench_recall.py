@@ -406,12 +406,11 @@ async def write_memories(
                 memory.content, policy, memory.type, memory.slot, memory.scope
             )
             memory.topics = topics_of(memory.content, policy)
-    typicality = Typicality(LocalEmbedder(), policy)
+    typicality = Typicality(LocalEmbedder(), policy)  # the model loads once per process
     for start in range(0, len(memories), _WRITE_BATCH):
         some, their = memories[start : start + _WRITE_BATCH], vectors[start : start + _WRITE_BATCH]
-        for memory, value in zip(some, await typicality.of(np.stack(their)), strict=True):
-            if memory.typicality is None:
-                memory.typicality = value
+        for memory, code in zip(some, await typicality.encoded(np.stack(their)), strict=True):
+            memory.typicality = memory.typicality or code
         batch = zip(some, their, strict=True)
         await store.put_memories((m, search_text(m.content), v) for m, v in batch)
     # Keep the per-user sizes that Memories.create maintains (they pick the searches).

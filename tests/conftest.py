@@ -24,6 +24,7 @@ from gateway.config import Settings
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy, load_policy
+from gateway.memory.scenario_eval import Runner
 from gateway.memory.tokens import prepare_cache
 from gateway.storage.redis_server import EmbeddedRedis, free_port
 from gateway.storage.store import Store
@@ -187,6 +188,19 @@ async def service(
     memories = Memories(store, shared_embedder, shipped_policy, ManualClock(SystemClock().now()))
     await memories.ready()
     yield memories
+    await store.aclose()
+
+
+@pytest.fixture
+async def runner(
+    redis_url: str, shared_embedder: LocalEmbedder, shipped_policy: Policy
+) -> AsyncIterator[Runner]:
+    """The scenario runner (write path and recall under a throwaway tenant, simulated clock)
+    on the worker's Redis; a test forgets the users it made."""
+    store = Store(redis_url)
+    made = Runner(store, shared_embedder, shipped_policy)
+    await made.memories.ready()
+    yield made
     await store.aclose()
 
 

@@ -83,6 +83,8 @@ def test_free_ports_come_from_below_the_ephemeral_range() -> None:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except OSError:
         pytest.skip("no ephemeral port range to read here")
+    if low <= 2048:
+        pytest.skip("the ephemeral range starts too low to leave ports below it")
     ports = [free_port() for _ in range(20)]
     assert all(1024 <= p < low for p in ports), ports
     assert len(set(ports)) > 1  # picked at random, not the same port for every caller

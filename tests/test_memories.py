@@ -491,6 +491,9 @@ def test_every_field_survives_the_hash_round_trip() -> None:
         inject_count=7,
         last_injected_at=at(5),
         embedding_model="usem3",
+        applies="relevant",
+        topics=["food", "health"],
+        typicality="0.3145/1a2b3c4d",
     )
     stored = memory.to_hash(search_text="tea", embedding=b"\0" * 8)
     raw = {k.encode(): (v if isinstance(v, bytes) else str(v).encode()) for k, v in stored.items()}

@@ -213,6 +213,11 @@ class _Settled:
     class embedder:
         paid = False
 
+    class typicality:
+        @staticmethod
+        async def sample() -> None:
+            return None
+
     async def settle(self) -> int:
         return 0
 
@@ -241,3 +246,31 @@ async def test_a_swallowed_cancellation_still_ends_the_background_move(
     mover.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(mover, timeout=60)
+
+
+async def test_the_background_loop_embeds_the_request_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Recall fills in typicality for memories from before it only with the request sample
+    at hand; the loop beside the gateway gets it, so no write has to come first."""
+    asked = asyncio.Event()
+
+    class Memories(_Settled):
+        class typicality:
+            @staticmethod
+            async def sample() -> None:
+                asked.set()
+
+    async def nothing(memories: object) -> int:
+        return 0
+
+    monkeypatch.setattr(reembed_module, "carry_over", nothing)
+    mover = asyncio.ensure_future(
+        reembed_module.keep_carrying_over(Memories(), every=300)  # type: ignore[arg-type]
+    )
+    try:
+        await asyncio.wait_for(asked.wait(), timeout=60)
+    finally:
+        mover.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await mover

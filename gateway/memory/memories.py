@@ -99,7 +99,7 @@ class Memories:
         if not self.store.index_ready:
             await self.ready()
         vector = (await self.embedder.embed([content]))[0]
-        (typical,) = await self.typicality.of(vector[None, :])
+        (typical,) = await self.typicality.encoded(vector[None, :])
         async with self.store.user_lock(ident.tenant, ident.user):
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", content_key=content_key(content)
@@ -249,6 +249,7 @@ class Memories:
                 f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
                 extra={"reasons": ["invalid"]},
             )
+        await self.typicality.sample()  # embedded once per process: not under the lock
         async with self.store.user_lock(ident.tenant, ident.user):
             memory = await self.get(ident, memory_id)
             before = {k: getattr(memory, k) for k in EDITABLE}
@@ -292,7 +293,7 @@ class Memories:
             )
             memory.updated_at = memory.confirmed_at = now
             vector = (await self.embedder.embed([memory.content]))[0]
-            (memory.typicality,) = await self.typicality.of(vector[None, :])
+            (memory.typicality,) = await self.typicality.encoded(vector[None, :])
             await self.store.put_memory(
                 memory,
                 search_text=search_text(memory.content),

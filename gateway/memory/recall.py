@@ -214,8 +214,7 @@ class Recaller:
             if searches:
                 searches.cancel()
             raise
-        if hits and self.typicality.enabled:
-            await self._settle_typicality(ident, hits)
+        typical = await self._typicality(ident, hits) if hits else {}
         t_embed = searches.embedded_at if searches else clock.monotonic()
         t_search = clock.monotonic()
         spec = self.policy.recall
@@ -224,7 +223,7 @@ class Recaller:
             result.query_topics = searches.query_topics
             result.searches += searches.names
         for hit in hits:
-            cand = score(hit, spec)
+            cand = score(hit, spec, typical.get(hit.memory.id, 0.0))
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus
@@ -350,22 +349,37 @@ class Recaller:
             bool(by_topic),
         )
 
-    async def _settle_typicality(self, ident: Identity, hits: list[Hit]) -> None:
-        """Typicality for found memories written before it existed, from their stored
-        embeddings, kept so that each is worked out once."""
-        missing = [hit.memory for hit in hits if hit.memory.typicality is None]
-        if not missing:
-            return
+    async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
+        """Each found memory's typicality (none when the policy turns it off). Missing ones
+        (memories from before it existed, or from another basis) are worked out from the
+        stored embeddings and kept, once the request sample's vectors are at hand; until
+        then they count as 0."""
+        typicality = self.typicality
+        if not typicality.enabled:
+            return {}
+        values: dict[str, float] = {}
+        missing: list[Memory] = []
+        for hit in hits:
+            value = typicality.value(hit.memory)
+            if value is None:
+                missing.append(hit.memory)
+            else:
+                values[hit.memory.id] = value
+        if not missing or not typicality.ready:
+            return values
         vectors = await self.store.get_embeddings(ident.tenant, ident.user, [m.id for m in missing])
         known = [m for m in missing if m.id in vectors]
         if not known:
-            return
-        values = await self.typicality.of(np.stack([vectors[m.id] for m in known]))
-        for memory, value in zip(known, values, strict=True):
-            memory.typicality = value
-        await self.store.keep_typicality(
-            ident.tenant, ident.user, {m.id: v for m, v in zip(known, values, strict=True)}
-        )
+            return values
+        encoded = typicality.encoded_now(np.stack([vectors[m.id] for m in known]))
+        kept: dict[str, tuple[str, str]] = {}
+        for memory, code in zip(known, encoded, strict=True):
+            memory.typicality = code
+            values[memory.id] = typicality.value(memory) or 0.0
+            kept[memory.id] = (memory.content, code)
+        if kept:
+            await self.store.keep_typicality(ident.tenant, ident.user, kept)
+        return values
 
     async def _gather(self, searches: _Searches) -> list[Hit]:
         """The topical searches' hits, each memory once."""

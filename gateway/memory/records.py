@@ -11,7 +11,8 @@ from typing import Any
 
 from gateway.clock import to_iso
 
-# Fields of the record that the API never shows: derived by the gateway, like the embedding.
+# Fields of the record that the memory API never shows: derived by the gateway, like the
+# embedding.
 INTERNAL_FIELDS = ("typicality",)
 NO_EXPIRY = 253402300799.0  # 9999-12-31: numeric stand-in for "never", so range filters stay simple
 
@@ -67,9 +68,10 @@ class Memory:
     # existed, until the gateway settles them at start-up.
     applies: str = ""
     topics: list[str] = field(default_factory=list)
-    # How typical of requests in general (gateway.memory.typicality), derived from the
-    # embedding like it and kept out of the API; None on records written before it existed.
-    typicality: float | None = None
+    # How typical of requests in general, with the basis it was worked out on ("0.3145/
+    # 1a2b3c4d"; gateway.memory.typicality reads it): derived from the embedding, as the
+    # embedding is, and never shown by the memory API. Empty when not worked out.
+    typicality: str = ""
 
     def to_hash(self, *, search_text: str, embedding: bytes) -> dict[str, Any]:
         return {
@@ -100,7 +102,7 @@ class Memory:
             "embedding_model": self.embedding_model,
             "applies": self.applies,
             "topics": ",".join(self.topics),
-            "typicality": "" if self.typicality is None else self.typicality,
+            "typicality": self.typicality,
             "embedding": embedding,
         }
 
@@ -146,7 +148,7 @@ class Memory:
             get("embedding_model") or "",
             get("applies") or "",
             [x for x in (get("topics") or "").split(",") if x],
-            float(t) if (t := get("typicality")) else None,
+            get("typicality") or "",
         )
 
     def to_api(self) -> dict[str, Any]:

@@ -74,6 +74,9 @@ async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> Non
             await carry_over(memories)
         except Exception as exc:
             log.error("reembed_failed", error=type(exc).__name__, detail=str(exc)[:200])
+        # the request sample, so that recall can fill in typicality for memories from before
+        # it existed without a write first (failures are logged there and tried again)
+        await memories.typicality.sample()
         try:
             settled = await memories.settle()
             if settled:
@@ -92,7 +95,7 @@ async def _flush(pending: list[tuple[bytes, dict[bytes, bytes], int]], memories:
     embedder = memories.embedder
     found = [memories.settled(Memory.from_hash(raw)) for _, raw, _ in pending]
     vectors = await embedder.embed([memory.content for memory in found])
-    typical = await memories.typicality.of(vectors)
+    typical = await memories.typicality.encoded(vectors)
     moved = 0
     for (old_key, raw, ttl_ms), memory, vector, typicality in zip(
         pending, found, vectors, typical, strict=True

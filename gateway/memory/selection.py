@@ -30,6 +30,7 @@ class Candidate:
     text: float
     fused: float
     text_norm: float = 0.0
+    typicality: float = 0.0  # discounted from ``fused`` (gateway.memory.typicality)
     lane: str = TOPICAL
     topics: tuple[str, ...] = ()  # topics shared with the request
     # about other topics than the request's: both have topics, and none is shared or reached
@@ -54,7 +55,7 @@ class Candidate:
                 "text": round(self.text, 4),
                 "text_norm": round(self.text_norm, 4),
                 "fused": round(self.fused, 4),
-                "typicality": m.typicality,
+                "typicality": round(self.typicality, 4),
             },
             "topics": list(self.topics),
             "off_topic": self.off_topic,
@@ -64,17 +65,18 @@ class Candidate:
         }
 
 
-def score(hit: Hit, spec: RecallSpec) -> Candidate:
-    """The recaller's fused score (the benchmarks rank with it too)."""
+def score(hit: Hit, spec: RecallSpec, typicality: float = 0.0) -> Candidate:
+    """The recaller's fused score (the benchmarks rank with it too); ``typicality``: the
+    memory's (``gateway.memory.typicality``), 0 when not known."""
     # BM25 s maps to s / (s + c): bounded like cosine and query-independent, so the
     # keyword bar keeps its meaning (c is recall.text_saturation in the policy).
     c = spec.text_saturation
     text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
     fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
     # a memory close to requests of every kind would otherwise top every request of its
-    # topic (gateway.memory.typicality); recall works it out for memories written before it
-    fused -= spec.typicality.weight * (hit.memory.typicality or 0.0)
-    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm)
+    # topic (gateway.memory.typicality)
+    fused -= spec.typicality.weight * typicality
+    return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm, typicality=typicality)
 
 
 def in_scope(memory: Memory, ident: Identity) -> bool:

@@ -5,61 +5,112 @@ resources that need a subscription" against any question about learning): ranked
 similarity alone they come first every time and leave no room for the one that fits the
 request at hand. Discounting a memory's typicality (its mean cosine to its nearest requests
 in a reference sample) from its ranking score corrects this, as hubness reduction does in
-nearest-neighbour retrieval (CSLS). It is worked out when a memory is written or re-embedded
-and kept beside it; recall only reads it.
+nearest-neighbour retrieval (CSLS).
 
-The reference requests are embedded with the gateway's own embedder (their vectors must be
-of the memories' model) once per process and embedder, on the first write that needs them.
+A memory's typicality is worked out when it is written, edited or moved to another model,
+and kept beside it with the basis it was worked out on (the embedding model, the sample and
+the neighbour count), so a value from another basis counts as missing. Recall fills in
+missing ones from the stored embeddings, but only once the sample's vectors are at hand: it
+never embeds the sample itself, so a cold or failing embedder cannot hold up a request.
+
+The sample is embedded with the gateway's own embedder (its vectors must be of the memories'
+model), once per process and basis: by the first write that needs it or by the background
+loop beside the gateway. If the embedder fails, the memory is stored without a typicality
+(recall fills it in later) and the next write tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import numpy as np
+import structlog
 
 from gateway.memory.embed import Embedder
 from gateway.memory.policy import Policy
+from gateway.memory.records import Memory
 
-# (embedder model, requests) -> their vectors; a process has one or two embedders and one
-# policy, so this stays tiny
-_REFERENCE: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
-_SLICE = 16
+log = structlog.get_logger("memgate")
+
+# basis -> the sample's vectors; a process has one or two embedders and one policy, so this
+# stays tiny
+_SAMPLES: dict[str, np.ndarray] = {}
+_SLICE = 16  # inputs per embedding call: some embeddings APIs take only a few
 
 
 class Typicality:
+    """One process's typicality for one embedder and policy."""
+
     def __init__(self, embedder: Embedder, policy: Policy) -> None:
         self.embedder = embedder
         self.spec = policy.recall.typicality
+        requests = "\n".join(self.spec.requests)
+        seed = f"{embedder.model_id}\n{self.spec.neighbours}\n{requests}"
+        self.basis = hashlib.sha256(seed.encode()).hexdigest()[:8]
         self._lock = asyncio.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.spec.weight > 0 and bool(self.spec.requests)
 
-    async def of(self, vectors: np.ndarray) -> list[float]:
-        """Each unit-length row's typicality (0.0 for all when the policy turns it off)."""
-        if not self.enabled or not len(vectors):
-            return [0.0] * len(vectors)
-        return of_vectors(np.asarray(vectors), await self._reference(), self.spec.neighbours)
-
-    async def _reference(self) -> np.ndarray:
-        key = (self.embedder.model_id, self.spec.requests)
-        found = _REFERENCE.get(key)
-        if found is None:
-            async with self._lock:  # one embedding of the sample, however many writes wait
-                found = _REFERENCE.get(key)
-                if found is None:
-                    # in slices: some embeddings APIs take only a few inputs per call
-                    texts = list(self.spec.requests)
+    async def sample(self) -> np.ndarray | None:
+        """The sample's vectors, embedded once per process and basis (None when off, or
+        when the embedder failed: logged, and tried again by the next caller)."""
+        if not self.enabled:
+            return None
+        found = _SAMPLES.get(self.basis)
+        if found is not None:
+            return found
+        async with self._lock:  # one embedding of the sample, however many writes wait
+            found = _SAMPLES.get(self.basis)
+            if found is None:
+                texts = list(self.spec.requests)
+                try:
                     found = np.concatenate(
                         [
                             await self.embedder.embed(texts[i : i + _SLICE])
                             for i in range(0, len(texts), _SLICE)
                         ]
                     )
-                    _REFERENCE[key] = found
+                except Exception as exc:
+                    log.warning("typicality_sample_failed", error=type(exc).__name__)
+                    return None
+                _SAMPLES[self.basis] = found
         return found
+
+    async def encoded(self, vectors: np.ndarray) -> list[str]:
+        """What to keep beside each memory (unit-length rows): its typicality and basis,
+        or "" when off or the sample could not be had."""
+        sample = await self.sample()
+        return self._encode(vectors, sample)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the sample's vectors are at hand (recall never waits for them)."""
+        return self.enabled and self.basis in _SAMPLES
+
+    def encoded_now(self, vectors: np.ndarray) -> list[str]:
+        """The same from the sample's vectors at hand, without waiting ("" for each row
+        while they are not)."""
+        return self._encode(vectors, _SAMPLES.get(self.basis) if self.enabled else None)
+
+    def _encode(self, vectors: np.ndarray, sample: np.ndarray | None) -> list[str]:
+        if sample is None or not len(vectors):
+            return [""] * len(vectors)
+        values = of_vectors(np.asarray(vectors), sample, self.spec.neighbours)
+        return [f"{value:.4f}/{self.basis}" for value in values]
+
+    def value(self, memory: Memory) -> float | None:
+        """A memory's typicality if it was worked out on this basis (None: missing, from
+        another model, sample or neighbour count, or the policy turns typicality off)."""
+        value, _, basis = memory.typicality.partition("/")
+        if not value or basis != self.basis or not self.enabled:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            return None
 
 
 def of_vectors(vectors: np.ndarray, reference: np.ndarray, neighbours: int) -> list[float]:

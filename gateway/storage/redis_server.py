@@ -48,10 +48,10 @@ def _binaries() -> tuple[str, list[str]]:
 
 
 def free_port() -> int:
-    """A loopback port that is free now, for a server started right after. Taken below the
-    kernel's ephemeral range where it can be: a port of that range may go to any outgoing
-    connection on the machine between this check and the server's bind (the server then
-    fails to start), while ports below it are only ever given to whoever asks for them."""
+    """A loopback port that is free now, for a server started right after. Taken at random
+    below the kernel's ephemeral range where it can be: a port of that range may go to any
+    outgoing connection on the machine between this check and the server's bind (the server
+    then fails to start), while a port below it is taken only by a bind that names it."""
     low = _ephemeral_low()
     if low is not None and low > 2048:
         first = max(1024, low - 16384)

@@ -33,7 +33,7 @@ from redisvl.query import CountQuery, FilterQuery, TextQuery, VectorQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
-from gateway.memory.records import Memory
+from gateway.memory.records import Memory, content_key
 
 KEY_ROOT = "memgate"
 # Each embedding model's memories: an index named and a key prefix started like this.
@@ -120,9 +120,11 @@ for i, key in ipairs(KEYS) do
 end
 return out
 """
-_SET_IF_PRESENT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+# A derived field set only while the memory still says what it was derived from (not deleted,
+# not edited meanwhile): ARGV = content key, field, value.
+_SET_IF_UNCHANGED = """
+if redis.call('HGET', KEYS[1], 'content_key') == ARGV[1] then
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 end
 return 0
 """
@@ -314,7 +316,7 @@ class Store:
         self._prefix = ""
         self._built = False
         self._mark = self.redis.register_script(_MARK_INJECTED)
-        self._set_if_present = self.redis.register_script(_SET_IF_PRESENT)
+        self._set_if_unchanged = self.redis.register_script(_SET_IF_UNCHANGED)
         self._hmget_many = self.redis.register_script(_HMGET_MANY)
         self._gateway_key_lookup = self.redis.register_script(_GATEWAY_KEY_LOOKUP)
 
@@ -873,14 +875,21 @@ class Store:
         for memory_id in ids:
             await self._mark(keys=[self.memory_key(tenant, user, memory_id)], args=[now_ts])
 
-    async def keep_typicality(self, tenant: str, user: str, values: dict[str, float]) -> None:
-        """Keep typicality worked out for memories written before it existed, without
-        resurrecting one deleted in the meantime (nothing recall caches depends on it, so
-        the owner's memory version stays)."""
-        for memory_id, value in values.items():
-            await self._set_if_present(
-                keys=[self.memory_key(tenant, user, memory_id)], args=["typicality", value]
-            )
+    async def keep_typicality(
+        self, tenant: str, user: str, values: dict[str, tuple[str, str]]
+    ) -> None:
+        """Keep typicality worked out by recall (memory id -> the content it was worked out
+        for, the value to keep) in one round trip, only where the memory still has that
+        content: one deleted or edited meanwhile is left alone. Nothing recall caches
+        depends on it, so the owner's memory version stays."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for memory_id, (content, value) in values.items():
+                await self._set_if_unchanged(
+                    keys=[self.memory_key(tenant, user, memory_id)],
+                    args=[content_key(content), "typicality", value],
+                    client=pipe,
+                )
+            await pipe.execute()
 
     # -- per-user settings and traces ------------------------------------------------------
 
