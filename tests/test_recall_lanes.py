@@ -239,6 +239,30 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我每天早上练半小时楷书", "crafts", "study"),
         # when, not what: a weekend question is not an outing
         ("周末想去吃火锅，点哪些菜比较好？", "weekend", "outings"),
+        # everyday words of their domains: instruments, dishes, sports, consoles, hair and
+        # skin care, loans and taxes, public speaking, seats and licences, shelves, a flight
+        ("My daughter plays the violin", "music", "study"),
+        ("我在学钢琴", "music", "coding"),
+        ("I love sushi", "food", "travel"),
+        ("我对虾过敏", "food", "pets"),
+        ("Our oven is broken until Tuesday", "food", "gadgets"),
+        ("Cricket season starts soon", "sports", "pets"),
+        ("想买双新鞋周末打球穿", "sports", "outings"),
+        ("I only have a PS5", "games", "gadgets"),
+        ("下周去杭州见客户，帮我安排个住的地方", "lodging", "food"),
+        ("I react badly to PPD in hair dye", "beauty", "health"),
+        ("帮我推荐一款爽肤水", "beauty", "food"),
+        ("我还有二十年房贷", "money", "home"),
+        ("What do I need for my self-assessment tax return?", "money", "study"),
+        ("I get nervous about public speaking", "work", "screen"),
+        ("我只有坐靠窗的位置才睡得着", "transport", "health"),
+        ("I don't have a driving licence", "transport", "study"),
+        ("How can I put up some shelves in the lounge?", "furnishings", "home"),
+        ("下个月要飞悉尼，十个多小时", "travel", "place"),
+        ("Thinking of a long weekend in Zurich", "travel", "outings"),
+        ("My 9-year-old needs some inspiration", "family", "study"),
+        ("母亲节想给我妈一个惊喜", "family", "food"),
+        ("I tore my rotator cuff last year", "health", "fitness"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -735,6 +759,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("Power plants emit CO2", "furnishings"),
         ("I love Star Trek", "outings"),
         ("The meeting didn't work out", "fitness"),
+        ("我想飞起来", "travel"),
+        ("时间过得飞快", "travel"),
+        ("console.log prints undefined", "games"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
