@@ -1231,10 +1231,14 @@ def fused_ranker(policy: Policy, vector: float, text: float) -> Callable[[list[H
     searches did not return gets 0 from it, and hits with no score from the searches a
     one-sided weighting uses are left out (they are not in its ranking at all)."""
     spec = _with_weights(policy, vector, text).recall
+    typicality = Typicality(LocalEmbedder(), policy)  # as write_memories kept it
+
+    def fused(hit: Hit) -> float:
+        return score(hit, spec, typicality.value(hit.memory) or 0.0).fused
 
     def rank(hits: list[Hit]) -> list[str]:
         usable = [h for h in hits if (vector > 0 and h.vector != 0.0) or (text > 0 and h.text > 0)]
-        scored = sorted(((score(h, spec).fused, h.memory.id) for h in usable), key=lambda x: -x[0])
+        scored = sorted(((fused(h), h.memory.id) for h in usable), key=lambda x: -x[0])
         return [memory_id for _, memory_id in scored]
 
     return rank

@@ -4,6 +4,7 @@ kind, worked out when it is written and discounted from its ranking, never from 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import time
@@ -67,12 +68,15 @@ def test_the_ranking_discounts_typicality_and_relevance_does_not_read_it(policy:
     assert score(hit, off, 0.5).fused == score(hit, off).fused
 
 
+_embedders = itertools.count()
+
+
 class CountingEmbedder:
     paid = False
     dims = 3
 
     def __init__(self, *, fail: int = 0) -> None:
-        self.model_id = f"counting-{time.time_ns()}"  # its own entry in the process's cache
+        self.model_id = f"counting-{next(_embedders)}"  # its own entry in the process's cache
         self.calls: list[int] = []
         self.fail = fail  # calls that fail before the embedder answers
 
@@ -123,8 +127,12 @@ async def test_an_embedder_failing_on_the_sample_leaves_typicality_out(policy: P
     embedder = CountingEmbedder(fail=1)
     typicality = Typicality(embedder, policy)
     assert await typicality.encoded(np.stack([unit(1, 0, 0)])) == [""]
-    assert not typicality.ready
-    (code,) = await typicality.encoded(np.stack([unit(1, 0, 0)]))  # tried again
+    assert not typicality.ready and len(embedder.calls) == 1
+    # not asked for again at once: a failing upstream costs a write one failed call at most
+    assert await typicality.encoded(np.stack([unit(1, 0, 0)])) == [""]
+    assert len(embedder.calls) == 1
+    typicality._failed_at = time.monotonic() - 61  # a minute later
+    (code,) = await typicality.encoded(np.stack([unit(1, 0, 0)]))
     assert code and typicality.ready
 
 
@@ -207,12 +215,14 @@ async def test_recall_works_out_typicality_for_memories_from_before(runner: Runn
         kept = [await _kept(runner.memories, ident, m.id) for m in made]
         assert kept == pytest.approx(expected, abs=1e-4)
         # kept only where the memory still says what it was worked out for
-        await store.keep_typicality(
-            ident.tenant, "old", {made[0].id: ("an edited text", "0.5000/x")}
-        )
-        await store.keep_typicality(
-            ident.tenant, "old", {"mem_gone000000000000000000": (made[0].content, "0.5/x")}
-        )
+        now = await store.redis.hget(key[0], "typicality")
+        was = now.decode() if isinstance(now, bytes) else str(now)
+        for stale in (
+            {made[0].id: ("an edited text", was, "0.5000/x")},  # edited meanwhile
+            {made[0].id: (made[0].content, "", "0.5000/x")},  # given a value meanwhile
+            {"mem_gone000000000000000000": (made[0].content, "", "0.5000/x")},  # deleted
+        ):
+            assert await store.keep_typicality(ident.tenant, "old", stale)
         assert await _kept(runner.memories, ident, made[0].id) == pytest.approx(expected[0])
         assert not await store.redis.exists(
             store.memory_key(ident.tenant, "old", "mem_gone000000000000000000")
@@ -232,8 +242,7 @@ async def test_recall_never_waits_for_the_request_sample(runner: Runner) -> None
             await runner.memories.create(ident, content="I never eat mushrooms", type="preference")
         ).memory
         await store.redis.hdel(store.memory_key(ident.tenant, "cold", made.id), "typicality")
-        cold = CountingEmbedder()
-        cold.model_id = runner.memories.embedder.model_id  # the same index, another basis
+        cold = CountingEmbedder()  # a basis whose sample nobody has embedded
         runner.recaller.typicality = Typicality(
             cold, parse_policy("recall: {typicality: {neighbours: 7}}")
         )

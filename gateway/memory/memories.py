@@ -293,7 +293,8 @@ class Memories:
             )
             memory.updated_at = memory.confirmed_at = now
             vector = (await self.embedder.embed([memory.content]))[0]
-            (memory.typicality,) = await self.typicality.encoded(vector[None, :])
+            # the sample was asked for before the lock: nothing more is embedded under it
+            (memory.typicality,) = self.typicality.encoded_now(vector[None, :])
             await self.store.put_memory(
                 memory,
                 search_text=search_text(memory.content),

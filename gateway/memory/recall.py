@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import structlog
 
 from gateway.clock import Clock
 from gateway.memory import inject
@@ -41,6 +42,8 @@ from gateway.memory.sensitivity import Scan, redact, scan
 from gateway.memory.textsearch import search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
+
+log = structlog.get_logger("memgate")
 
 # What a user pastes to be worked on (code, an essay, a quoted email) is the object of the
 # request, not a subject of the user's life: its words ("kitchen", "coffee" in a story;
@@ -372,13 +375,13 @@ class Recaller:
         if not known:
             return values
         encoded = typicality.encoded_now(np.stack([vectors[m.id] for m in known]))
-        kept: dict[str, tuple[str, str]] = {}
+        kept: dict[str, tuple[str, str, str]] = {}
         for memory, code in zip(known, encoded, strict=True):
+            kept[memory.id] = (memory.content, memory.typicality, code)
             memory.typicality = code
             values[memory.id] = typicality.value(memory) or 0.0
-            kept[memory.id] = (memory.content, code)
-        if kept:
-            await self.store.keep_typicality(ident.tenant, ident.user, kept)
+        if kept and not await self.store.keep_typicality(ident.tenant, ident.user, kept):
+            log.warning("typicality_not_kept", memories=len(kept))
         return values
 
     async def _gather(self, searches: _Searches) -> list[Hit]:

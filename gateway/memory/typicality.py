@@ -14,15 +14,18 @@ missing ones from the stored embeddings, but only once the sample's vectors are 
 never embeds the sample itself, so a cold or failing embedder cannot hold up a request.
 
 The sample is embedded with the gateway's own embedder (its vectors must be of the memories'
-model), once per process and basis: by the first write that needs it or by the background
-loop beside the gateway. If the embedder fails, the memory is stored without a typicality
-(recall fills it in later) and the next write tries again.
+model), once per process and basis: by the first write that needs it, or by the background
+loop beside a gateway with the local embedder (one with an upstream embedder fills in older
+memories' values only after its first write). If the embedder fails, the memory is stored
+without a typicality (recall fills it in later), and the sample is not asked for again for
+a minute, so a failing upstream costs a write one failed call at most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 
 import numpy as np
 import structlog
@@ -37,6 +40,7 @@ log = structlog.get_logger("memgate")
 # stays tiny
 _SAMPLES: dict[str, np.ndarray] = {}
 _SLICE = 16  # inputs per embedding call: some embeddings APIs take only a few
+_RETRY_AFTER = 60.0  # seconds without asking again after the embedder failed on the sample
 
 
 class Typicality:
@@ -49,6 +53,7 @@ class Typicality:
         seed = f"{embedder.model_id}\n{self.spec.neighbours}\n{requests}"
         self.basis = hashlib.sha256(seed.encode()).hexdigest()[:8]
         self._lock = asyncio.Lock()
+        self._failed_at: float | None = None
 
     @property
     def enabled(self) -> bool:
@@ -56,7 +61,7 @@ class Typicality:
 
     async def sample(self) -> np.ndarray | None:
         """The sample's vectors, embedded once per process and basis (None when off, or
-        when the embedder failed: logged, and tried again by the next caller)."""
+        when the embedder failed: logged, and not asked for again for a minute)."""
         if not self.enabled:
             return None
         found = _SAMPLES.get(self.basis)
@@ -64,6 +69,9 @@ class Typicality:
             return found
         async with self._lock:  # one embedding of the sample, however many writes wait
             found = _SAMPLES.get(self.basis)
+            failed = self._failed_at
+            if found is None and failed is not None and time.monotonic() - failed < _RETRY_AFTER:
+                return None
             if found is None:
                 texts = list(self.spec.requests)
                 try:
@@ -74,6 +82,7 @@ class Typicality:
                         ]
                     )
                 except Exception as exc:
+                    self._failed_at = time.monotonic()
                     log.warning("typicality_sample_failed", error=type(exc).__name__)
                     return None
                 _SAMPLES[self.basis] = found

@@ -120,11 +120,12 @@ for i, key in ipairs(KEYS) do
 end
 return out
 """
-# A derived field set only while the memory still says what it was derived from (not deleted,
-# not edited meanwhile): ARGV = content key, field, value.
+# A derived field set only while the memory is as it was read (not deleted, not edited, the
+# field not written meanwhile): ARGV = content key, field, the field's value as read, value.
 _SET_IF_UNCHANGED = """
-if redis.call('HGET', KEYS[1], 'content_key') == ARGV[1] then
-  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+if redis.call('HGET', KEYS[1], 'content_key') == ARGV[1]
+   and (redis.call('HGET', KEYS[1], ARGV[2]) or '') == ARGV[3] then
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
 end
 return 0
 """
@@ -876,20 +877,25 @@ class Store:
             await self._mark(keys=[self.memory_key(tenant, user, memory_id)], args=[now_ts])
 
     async def keep_typicality(
-        self, tenant: str, user: str, values: dict[str, tuple[str, str]]
-    ) -> None:
-        """Keep typicality worked out by recall (memory id -> the content it was worked out
-        for, the value to keep) in one round trip, only where the memory still has that
-        content: one deleted or edited meanwhile is left alone. Nothing recall caches
-        depends on it, so the owner's memory version stays."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for memory_id, (content, value) in values.items():
-                await self._set_if_unchanged(
-                    keys=[self.memory_key(tenant, user, memory_id)],
-                    args=[content_key(content), "typicality", value],
-                    client=pipe,
-                )
-            await pipe.execute()
+        self, tenant: str, user: str, values: dict[str, tuple[str, str, str]]
+    ) -> bool:
+        """Keep typicality worked out by recall (memory id -> the content and the value it
+        had when read, the value to keep) in one pipeline, only where the memory is still as
+        read: one deleted, edited or given a value meanwhile is left alone. Nothing recall
+        caches depends on it, so the owner's memory version stays. A failure is no fault of
+        the request (recall works the value out again next time): False, not an error."""
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for memory_id, (content, was, value) in values.items():
+                    await self._set_if_unchanged(
+                        keys=[self.memory_key(tenant, user, memory_id)],
+                        args=[content_key(content), "typicality", was, value],
+                        client=pipe,
+                    )
+                await pipe.execute()
+        except RedisError:
+            return False
+        return True
 
     # -- per-user settings and traces ------------------------------------------------------
 
