@@ -449,9 +449,10 @@ class TypicalitySpec(_Model):
     A memory close to many everyday requests ("resources that need a subscription") would
     otherwise come first for every request of its topic and crowd out the one that fits
     this request. Its typicality is the mean cosine to its ``neighbours`` nearest requests of
-    ``requests`` (a sample of what people ask), worked out once when the memory is written;
-    its ranking score loses ``weight`` times that. It only orders memories already found
-    relevant: no relevance bar reads it.
+    ``requests`` (a sample of what people ask), worked out when the memory is written, edited
+    or moved to another model (``gateway.memory.typicality``); its ranking score loses
+    ``weight`` times that. It only orders memories already found relevant: no relevance bar
+    reads it.
     """
 
     weight: Fraction = 0.0

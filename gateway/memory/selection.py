@@ -73,9 +73,7 @@ def score(hit: Hit, spec: RecallSpec, typicality: float = 0.0) -> Candidate:
     c = spec.text_saturation
     text_norm = hit.text / (hit.text + c) if hit.text > 0 else 0.0
     fused = spec.weights.vector * max(hit.vector, 0.0) + spec.weights.text * text_norm
-    # a memory close to requests of every kind would otherwise top every request of its
-    # topic (gateway.memory.typicality)
-    fused -= spec.typicality.weight * typicality
+    fused -= spec.typicality.weight * typicality  # why: gateway.memory.typicality
     return Candidate(hit.memory, hit.vector, hit.text, fused, text_norm, typicality=typicality)
 
 
