@@ -131,6 +131,11 @@ STANDING_IN_OTHER_WORDS = [
     "回答控制在三百字以内",
     "我不喜欢长篇大论，答案尽量控制在一屏以内",
     "请用口语化的方式解释",
+    # a wish about answers that mentions a device is still about answers
+    "keep answers short pls, I mostly read them on my phone on the train",
+    "Use simplified Chinese, never traditional characters",
+    "Explain things to me like I'm a complete beginner",
+    "说话直接一点，不用客套",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -377,6 +382,61 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
     assert memory(me, first)["status"] == "superseded"
     assert memory(me, first)["superseded_by"] == second
     assert first not in me.injected(ask(me, question))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "scope"),
+    [
+        # where the user works, what they eat, who their partner is, what they drive
+        ("I work at Shopify as a data engineer", "上个月跳槽去了字节，还是做数据", "global"),
+        ("I work at Google on the Ads team", "Started my new job at Spotify last week", "global"),
+        ("我吃素，蛋奶可以", "I started eating meat again, mostly chicken and fish", "global"),
+        ("I'm fully vegan", "不再吃纯素了，现在就是不吃红肉", "global"),
+        ("我男朋友叫阿杰", "和之前那个分了。现在男朋友叫Kevin", "global"),
+        ("I drive a 2015 Honda Civic", "Just bought a used Tesla", "global"),
+        # a project's build tool, apart from its frontend framework
+        (
+            "dashboard frontend is built with Create React App",
+            "dashboard 从 CRA 迁到 Vite 了",
+            "project",
+        ),
+        # no slot names a training split: the newer says it changed
+        (
+            "I do a push/pull/legs split, 6 days a week",
+            "训练改成一周三练全身了，工作太忙",
+            "global",
+        ),
+    ],
+)
+async def test_newer_wins_on_everyday_subjects(
+    service: Memories, old: str, new: str, scope: str
+) -> None:
+    project = "dash" if scope == "project" else None
+    ident = Identity(f"newer{time.time_ns()}", "ann", project, "on", "tr_newer")
+    kind = "project" if project else "profile"
+    first = await service.create(ident, content=old, type=kind, scope=scope, project_id=project)
+    second = await service.create(ident, content=new, type=kind, scope=scope, project_id=project)
+    assert second.superseded == [first.memory.id]
+    assert (await service.get(ident, first.memory.id)).status == "superseded"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # two statements of the same diet stand together
+        ("I follow a raw vegan diet", "I'm vegan, so no honey or gelatin either"),
+        # a change replaces the subject it is about, not the nearest other memory
+        ("I have a cat named Mochi", "Quit the gym, I do yoga at home these days"),
+        # a standing wish changes through its slot only
+        ("Always answer in English", "I no longer drink coffee after lunch"),
+    ],
+)
+async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new: str) -> None:
+    ident = Identity(f"stands{time.time_ns()}", "ann", None, "on", "tr_stands")
+    first = await service.create(ident, content=old, type="preference")
+    second = await service.create(ident, content=new, type="preference")
+    assert second.superseded == []
+    assert (await service.get(ident, first.memory.id)).status == "active"
 
 
 def test_format_rules_coexist(gateway: Gateway) -> None:

@@ -17,7 +17,7 @@ from gateway.errors import NotFound, WriteRefused
 from gateway.memory.embed import Embedder
 from gateway.memory.gate import Draft, check_write
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, derive_applies, topics_of
+from gateway.memory.policy import Policy, derive_applies, says_change, topics_of
 from gateway.memory.records import Memory, content_key, new_memory_id
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
@@ -125,7 +125,9 @@ class Memories:
                 return WriteOutcome(
                     await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
                 )
-            conflicts = await self._replaced_by(ident, decision.slot, scope, project_id, neighbours)
+            conflicts = await self._replaced_by(
+                ident, decision.slot, scope, project_id, neighbours, content, decision.applies
+            )
             memory = Memory(
                 id=new_memory_id(),
                 tenant=ident.tenant,
@@ -183,17 +185,36 @@ class Memories:
         scope: str,
         project_id: str | None,
         neighbours: builtins.list[Neighbour],
+        content: str,
+        applies: str,
     ) -> builtins.list[Memory]:
-        """The active memories a new memory in ``slot`` supersedes: in a one-valued slot
-        every one of the same scope, however it was worded ("answer in English", later
-        "以后请用中文回答"); in a many-valued one only those saying nearly the same thing."""
+        """The active memories a new memory supersedes: in a one-valued slot every one of
+        the same scope, however it was worded ("answer in English", later "以后请用中文回答");
+        in a many-valued one only those saying nearly the same thing. Without a slot, a
+        topical memory that says something changed ("训练改成一周三练全身了") replaces the one
+        most similar older topical memory, if close enough (``conflict.change_similarity``)."""
         if not slot:
-            return []
+            if applies != "relevant" or not says_change(content, self.policy):
+                return []
+            bar = self.policy.conflict.change_similarity
+            older = [
+                n
+                for n in neighbours
+                if n.similarity >= bar and not n.memory.slot and n.memory.applies != "always"
+            ]
+            return [max(older, key=lambda n: n.similarity).memory] if older else []
         if slot in self.policy.one_valued_slots:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
-            return [m for m in same if m.scope == scope and m.project_id == project_id]
+            spec = self.policy.slot(slot)
+            return [
+                m
+                for m in same
+                if m.scope == scope
+                and m.project_id == project_id
+                and not spec.same_value(m.content, content)
+            ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
         return [n.memory for n in neighbours if n.memory.slot == slot and n.similarity >= bar]

@@ -68,6 +68,7 @@ __all__ = [
     "load_policy",
     "normalize",
     "parse_policy",
+    "says_change",
     "shipped_policy_paths",
     "standing_by_words",
     "topics_of",
@@ -240,6 +241,16 @@ class OneTimeSpec(_Model):
     not_one_time: tuple[str, ...] = ()
 
 
+class ChangesSpec(_Model):
+    """How a user says that something about them changed ("I no longer ...", "训练改成 ...").
+    Such a topical memory replaces the most similar older topical memory of its scope (at
+    least ``conflict.change_similarity``): the newer wins on subjects no slot names (a
+    training split, a hobby given up). Texts in ``not_examples`` must match no pattern."""
+
+    patterns: tuple[RuleSpec, ...]
+    not_examples: tuple[str, ...] = ()
+
+
 def _keyword_regex(keyword: str) -> str:
     # ASCII keywords get ASCII-only boundaries so that "用FastAPI" matches: Python's \b treats
     # CJK characters as word characters and would not see a boundary there.
@@ -266,8 +277,23 @@ class SlotSpec(_Model):
     # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
     unless: tuple[RuleSpec, ...] = ()
     types: tuple[Name, ...] = ()
+    # A one-valued slot's values by name, tried in order (diet: vegan, vegetarian, ...): a
+    # newer memory replaces an older one only when the two do not name the same value, so
+    # "I follow a raw vegan diet" and "I'm vegan, no honey either" both stand.
+    options: dict[Name, RuleSpec] = {}
     examples: tuple[str, ...] = ()
     not_examples: tuple[str, ...] = ()
+
+    def option(self, text: str) -> str | None:
+        """The first of ``options`` the text names (``text`` already normalized), else None."""
+        return next(
+            (name for name, rule in self.options.items() if rule.compiled.search(text)), None
+        )
+
+    def same_value(self, a: str, b: str) -> bool:
+        """Whether two texts of this slot name the same one of its options."""
+        value = self.option(normalize(a))
+        return value is not None and value == self.option(normalize(b))
 
     @cached_property
     def keyword_regex(self) -> re.Pattern[str] | None:
@@ -488,6 +514,7 @@ class DedupSpec(_Model):
 class ConflictSpec(_Model):
     similarity: Fraction
     similarity_many: Fraction
+    change_similarity: Fraction
 
 
 class ArchiveSpec(_Model):
@@ -510,6 +537,7 @@ class Policy(_Model):
     sources: dict[Name, SourceSpec]
     sensitivity: SensitivitySpec
     one_time: OneTimeSpec
+    changes: ChangesSpec
     slots: tuple[SlotSpec, ...]
     applies: AppliesSpec
     topics: tuple[TopicSpec, ...]
@@ -579,6 +607,12 @@ class Policy(_Model):
         return TopicKeywords.of(self.topics)
 
     @cached_property
+    def slots_in_order(self) -> tuple[SlotSpec, ...]:
+        """The slots in the order ``derive_slot`` tries them: standing ones first."""
+        standing = set(self.applies.slots)
+        return tuple(sorted(self.slots, key=lambda s: s.name not in standing))
+
+    @cached_property
     def one_valued_slots(self) -> frozenset[str]:
         return frozenset(s.name for s in self.slots if s.values == "one")
 
@@ -609,7 +643,10 @@ def is_one_time(text: str, policy: Policy) -> bool:
 
 
 def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> str | None:
-    """The first slot (in policy order) whose rules match; None when the text has none.
+    """The first slot whose rules match; None when the text has none. Slots that make a
+    memory standing (``applies.slots``) come first, then the others, each in policy order:
+    "keep answers short, I read them on my phone" is a wish about answers that mentions a
+    phone, not a fact about the phone.
 
     With ``memory_type``, slots restricted to other types are skipped.
     """
@@ -617,12 +654,18 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
         return None
     folded = normalize(text)
     lowered = folded.lower()
-    for slot in policy.slots:
+    for slot in policy.slots_in_order:
         if memory_type is not None and slot.types and memory_type not in slot.types:
             continue
         if slot.matches(folded, lowered):
             return slot.name
     return None
+
+
+def says_change(text: str, policy: Policy) -> bool:
+    """Whether the text says that something about the user changed (``ChangesSpec``)."""
+    folded = normalize(text)
+    return any(rule.compiled.search(folded) for rule in policy.changes.patterns)
 
 
 def standing_by_words(text: str, policy: Policy) -> bool:
@@ -1036,6 +1079,9 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, example in enumerate(policy.one_time.not_one_time):
         if is_one_time(example, policy):
             yield ("one_time", "not_one_time", i), "a one_time pattern matches it"
+    for i, example in enumerate(policy.changes.not_examples):
+        if says_change(example, policy):
+            yield ("changes", "not_examples", i), "a change pattern matches it"
     for i, slot in enumerate(policy.slots):
         for j, example in enumerate(slot.examples):
             got = derive_slot(example, policy)

@@ -431,9 +431,11 @@ class Recaller:
                 continue
             group.sort(key=lambda c: (specificity(c.memory), when(c.memory)), reverse=True)
             if key[0] in one:
+                spec = self.policy.slot(key[0])
                 for older in group[1:]:
-                    older.reason = "conflict"
-                    conflicts += 1
+                    if not spec.same_value(group[0].memory.content, older.memory.content):
+                        older.reason = "conflict"
+                        conflicts += 1
                 continue
             known = any(s.name == key[0] for s in self.policy.slots)
             bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
