@@ -150,5 +150,5 @@ def check_write(
         expires_at=expires_at,
         slot=slot,
         applies=applies,
-        topics=tuple(topics_of(content, policy)) if "sensitive" not in reasons else (),
+        topics=tuple(topics_of(content, policy, draft.type)) if "sensitive" not in reasons else (),
     )

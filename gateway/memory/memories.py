@@ -338,7 +338,7 @@ class Memories:
             memory.applies = derive_applies(
                 memory.content, self.policy, memory.type, memory.slot, memory.scope
             )
-            memory.topics = topics_of(memory.content, self.policy)
+            memory.topics = topics_of(memory.content, self.policy, memory.type)
         return memory
 
     async def settle(self) -> int:

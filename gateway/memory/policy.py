@@ -329,6 +329,9 @@ class TopicSpec(_Model):
     # requests of these topics are about a memory of this one too (a health condition
     # matters to a workout plan)
     reaches: tuple[Name, ...] = ()
+    # memory types that may hold this topic (none: any); a request may always be about it.
+    # A day of the week links a plan for that day to a request about it, not a weekly habit.
+    types: tuple[Name, ...] = ()
     examples: tuple[str, ...] = ()
     not_examples: tuple[str, ...] = ()
 
@@ -745,8 +748,9 @@ def _starting(index: dict[str, tuple[tuple[str, int], ...]], text: str, hit: set
             hit.update(t for s, t in index[char] if t not in hit and text.startswith(s, at))
 
 
-def topics_of(text: str, policy: Policy) -> list[str]:
-    """The policy's topics the text is about, in policy order."""
+def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list[str]:
+    """The policy's topics the text is about, in policy order; for a memory of
+    ``memory_type``, only those its type may hold (``TopicSpec.types``)."""
     if not text:
         return []
     folded = normalize(text)
@@ -758,7 +762,8 @@ def topics_of(text: str, policy: Policy) -> list[str]:
     return [
         topic.name
         for i, topic in enumerate(policy.topics)
-        if i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted)
+        if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted))
+        and (memory_type is None or not topic.types or memory_type in topic.types)
     ]
 
 
@@ -1175,6 +1180,9 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, other in enumerate(topic.reaches):
             if other not in names:
                 yield ("topics", i, "reaches", j), f"unknown topic {other!r}"
+        for j, type_name in enumerate(topic.types):
+            if type_name not in policy.types:
+                yield ("topics", i, "types", j), f"unknown memory type {type_name!r}"
         for j, rule in enumerate(topic.patterns):
             problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
             ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
