@@ -198,6 +198,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
     assert "pets" in policy.topics_reaching(["furnishings"])
+    # where one lives decides what grows, not which sofa to buy
+    assert "place" in policy.topics_reaching(["garden"])
+    assert "place" not in policy.topics_reaching(["furnishings"])
+    # a memory about the user's husband does not reach a gift for their daughter; a memory
+    # about any relative reaches a request about the whole family
+    assert "partner" not in policy.topics_reaching(["child"])
+    assert {"child", "partner", "parent", "sibling"} <= policy.topics_reaching(["family"])
     assert "pets" in policy.topics_reaching(["pests"])
     assert "pets" not in policy.topics_reaching(["home"])
     assert "fitness" in policy.topics_reaching(["fitness"]) and "health" in (
@@ -265,8 +272,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("How can I put up some shelves in the lounge?", "furnishings", "home"),
         ("下个月要飞悉尼，十个多小时", "travel", "place"),
         ("Thinking of a long weekend in Zurich", "travel", "outings"),
-        ("My 9-year-old needs some inspiration", "family", "study"),
-        ("母亲节想给我妈一个惊喜", "family", "food"),
+        ("My 9-year-old needs some inspiration", "child", "study"),
+        ("母亲节想给我妈一个惊喜", "parent", "food"),
         ("I tore my rotator cuff last year", "health", "fitness"),
     ],
 )
@@ -815,8 +822,8 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("The news is leaking early", "home"),
         ("A new chapter in my life begins", "books"),
         ("We are a tight-knit team", "crafts"),
-        ("我在读孙子兵法", "family"),
-        ("Power plants emit CO2", "furnishings"),
+        ("我在读孙子兵法", "child"),
+        ("Power plants emit CO2", "garden"),
         ("I love Star Trek", "outings"),
         ("The meeting didn't work out", "fitness"),
         ("我想飞起来", "travel"),
@@ -831,8 +838,8 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("an off-the-shelf library", "furnishings"),
         ("fire drill at work", "furnishings"),
         ("How should I separate the presentation layer?", "work"),
-        ("My 6-year-old laptop has become really slow", "family"),
-        ("my 12-year-old dog", "family"),
+        ("My 6-year-old laptop has become really slow", "child"),
+        ("my 12-year-old dog", "child"),
         ("plan a team hackathon for the weekend in March", "travel"),
         ("Weekend in Review", "travel"),
         ("Design the database schema for a salon booking SaaS", "beauty"),
