@@ -215,3 +215,35 @@ def test_the_off_topic_bar_is_never_below_the_plain_one(policy: Policy) -> None:
     assert not relevant(cand, spec, frozenset({"sort"}))
     cand.vector = 0.5
     assert relevant(cand, spec, frozenset({"sort"}))
+
+
+def test_a_memory_on_another_side_of_the_request_gets_a_further_place(spec: RecallSpec) -> None:
+    """Two fitness likes fill topical.max for a workout plan; a knee injury ranked further
+    down still gets a place because it brings the request's other topic, health; a third
+    fitness memory at the same rank does not, nor does a health memory ranked too far down."""
+    lane = spec.topical
+    assert lane.close_max > lane.max == 2 and lane.fresh_within > lane.close_within
+    best = 0.5
+    below = best - (lane.close_within + lane.fresh_within) / 2  # past close, within fresh
+    likes = [topical(f"fitness like {i}", best - i / 100) for i in range(2)]
+    for cand in likes:
+        cand.topics = ("fitness",)
+    third = topical("another fitness like", below)
+    third.topics = ("fitness",)
+    knee = topical("a bad knee", below - 0.001)
+    knee.topics = ("health",)
+    chosen = select([*likes, third, knee], spec, "gpt-4o-mini")
+    assert [m.content for m in chosen.injected] == [
+        "fitness like 0",
+        "fitness like 1",
+        "a bad knee",
+    ]
+    assert third.reason == "limit"
+
+    far = topical("a bad knee, ranked far down", best - lane.fresh_within - 0.01)
+    far.topics = ("health",)
+    likes = [topical(f"fitness like {i}", best - i / 100) for i in range(2)]
+    for cand in likes:
+        cand.topics = ("fitness",)
+    chosen = select([*likes, far], spec, "gpt-4o-mini")
+    assert far.reason == "limit" and len(chosen.injected) == 2

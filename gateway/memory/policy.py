@@ -470,6 +470,9 @@ class TopicalLaneSpec(LaneSpec):
     # request about equally well.
     close_max: Annotated[int, Field(ge=0)] = 0
     close_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    # ... or within ``fresh_within`` when the memory brings a topic of the request that none
+    # of those taken so far shares: another side of the request, not a second memory of one
+    fresh_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
 
 
 class TypicalitySpec(_Model):

@@ -166,7 +166,8 @@ class Selection:
 
 def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Selection:
     """Topical survivors first (best first, up to ``topical.max``, or ``close_max`` while
-    they rank within ``close_within`` of the best), then standing ones
+    they rank within ``close_within`` of the best, or ``fresh_within`` for one sharing a
+    topic with the request that none taken so far shares), then standing ones
     (narrowest scope, then newest, up to ``standing.max``), all within
     ``max_memories`` and the token budget. Marks each candidate left out with its reason
     (``limit`` or ``budget``) and each one taken as injected."""
@@ -183,15 +184,22 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
     close = spec.topical
     # a topical memory past topical.max still fits when it ranks close to the best one
     close_bar = topical[0].fused - close.close_within if topical else 0.0
+    # ... and further when it brings a subject of the request that none taken so far covers
+    # (a knee injury beside two fitness preferences for a workout plan)
+    fresh_bar = topical[0].fused - max(close.fresh_within, close.close_within) if topical else 0.0
     for lane, group, lines in (
         (TOPICAL, topical, chosen.fact_lines),
         (STANDING, standing, chosen.standing_lines),
     ):
         lane_max = spec.topical.max if lane == TOPICAL else spec.standing.max
         taken = 0
+        covered: set[str] = set()
         for cand in group:
+            fresh = bool(cand.topics) and not covered.intersection(cand.topics)
             over = taken >= lane_max and not (
-                lane == TOPICAL and taken < close.close_max and cand.fused >= close_bar
+                lane == TOPICAL
+                and taken < close.close_max
+                and cand.fused >= (fresh_bar if fresh else close_bar)
             )
             if over or len(chosen.injected) >= spec.max_memories:
                 cand.reason = "limit"
@@ -203,6 +211,7 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
                 continue
             used += cost
             taken += 1
+            covered.update(cand.topics)
             cand.decision = "injected"
             chosen.injected.append(cand.memory)
             lines.append(line)
