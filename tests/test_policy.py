@@ -634,7 +634,8 @@ def test_a_slot_does_not_match_its_not_examples(tmp_path: Path) -> None:
         "    not_examples: [Moved to JetBrains Rider as my main editor, I have moved to an iPhone]"
     )
     path, line = variant(tmp_path, old, "    not_examples: [I live in Berlin]")
-    assert f"{path}:{line}: slots[4].not_examples[0]: slot 'location' matches it" in (
+    at = [slot.name for slot in load_policy().slots].index("location")
+    assert f"{path}:{line}: slots[{at}].not_examples[0]: slot 'location' matches it" in (
         error_of(path)
     )
     # `unless` is what keeps a move to another editor out of the slot

@@ -407,6 +407,20 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "dashboard 从 CRA 迁到 Vite 了",
             "project",
         ),
+        # a project's hosting, package manager, tests, ORM, cache and API style
+        ("Our app is deployed on Heroku", "应用迁到 Fly.io 上了", "project"),
+        ("We use npm for packages", "项目改用pnpm管理依赖了", "project"),
+        ("We write tests with Jest", "测试框架换成 Vitest 了", "project"),
+        ("Our ORM is Sequelize", "ORM 换成了 Prisma", "project"),
+        ("我们用Redis做缓存", "Cache layer got replaced with Memcached", "project"),
+        ("Our API is REST", "接口全部改成 GraphQL 了", "project"),
+        # how money, dates and the user's work and life are
+        ("Give me prices in USD", "报价都换成日元吧，我搬到东京了", "global"),
+        ("Dates in MM/DD/YYYY please", "日期请改用年-月-日格式", "global"),
+        ("I work as an accountant", "辞职了，转行当了摄影师", "global"),
+        ("My team lead is Sarah", "Sarah走了，新组长是王磊", "global"),
+        ("I'm single", "我上周订婚了", "global"),
+        ("I'm on the keto diet", "Gave up keto; doing intermittent fasting instead", "global"),
         # no slot names a training split: the newer says it changed
         (
             "I do a push/pull/legs split, 6 days a week",
@@ -436,6 +450,8 @@ async def test_newer_wins_on_everyday_subjects(
         ("I have a cat named Mochi", "Quit the gym, I do yoga at home these days"),
         # a standing wish changes through its slot only
         ("Always answer in English", "I no longer drink coffee after lunch"),
+        # the language of code comments is not the language of answers
+        ("Please answer in Chinese", "代码注释用英文写"),
     ],
 )
 async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new: str) -> None:

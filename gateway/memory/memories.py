@@ -207,13 +207,16 @@ class Memories:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
+            # two statements of one value stand together, unless the newer says it changed
+            # ("gave up keto; intermittent fasting instead" names keto too)
             spec = self.policy.slot(slot)
+            restated = not says_change(content, self.policy)
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
-                and not spec.same_value(m.content, content)
+                and not (restated and spec.same_value(m.content, content))
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
