@@ -313,6 +313,7 @@ def create_app(
                 the_clock,
                 metrics=metrics,
                 extractor=make_extractor(settings, upstream, metrics=metrics),
+                resemblance=memories.resemblance,
             )
             await queue.ensure_group()
             flow = memory or MemoryFlow(

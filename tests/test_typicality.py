@@ -131,7 +131,7 @@ async def test_an_embedder_failing_on_the_sample_leaves_typicality_out(policy: P
     # not asked for again at once: a failing upstream costs a write one failed call at most
     assert await typicality.encoded(np.stack([unit(1, 0, 0)])) == [""]
     assert len(embedder.calls) == 1
-    typicality._failed_at = time.monotonic() - 61  # a minute later
+    typicality.reference.failed_at = time.monotonic() - 61  # a minute later
     (code,) = await typicality.encoded(np.stack([unit(1, 0, 0)]))
     assert code and typicality.ready
 

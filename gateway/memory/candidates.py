@@ -37,6 +37,7 @@ from gateway.memory.memories import EDITABLE, EXCERPT_CHARS, Memories, WriteOutc
 from gateway.memory.mine import Extractor, Proposal, extract_rules, mining_key, screen
 from gateway.memory.policy import Policy
 from gateway.memory.records import Memory, content_key
+from gateway.memory.resemblance import Resemblance
 from gateway.memory.sensitivity import redact
 from gateway.observability.metrics import Metrics
 from gateway.storage import RedisError
@@ -74,6 +75,7 @@ class CandidateQueue:
         claim_idle_ms: int = 60_000,
         trace_ttl_days: int | None = None,
         extractor: Extractor | None = None,
+        resemblance: Resemblance | None = None,
     ) -> None:
         self.store = store
         self.storage = CandidateStore(store, stream=stream, group=group)
@@ -87,6 +89,8 @@ class CandidateQueue:
         self.trace_ttl = (trace_ttl_days or policy.recall.trace_ttl_days) * 86400
         # Chosen once at start-up (MEMGATE_EXTRACTOR): the rule table unless told otherwise.
         self.extractor: Extractor = extractor or extract_rules
+        # how a proposal applies when the extractor did not say: as Memories.create decides
+        self.resemblance = resemblance
         self._group_ready = False
         self._waiting = False  # in the blocking read for new jobs, nothing in hand
 
@@ -123,6 +127,7 @@ class CandidateQueue:
         Returns "queued", "duplicate" (same content as a pending candidate or an active
         memory in the same scope) or "rejected_before" (the user rejected this content).
         """
+        proposal = await self._judged(proposal)
         now = self.clock.now()
         ck = content_key(proposal.content)
         storage, tenant, user = self.storage, ident.tenant, ident.user
@@ -162,6 +167,27 @@ class CandidateQueue:
             }
             await storage.add(tenant, user, fields, expires)
         return "queued"
+
+    async def _judged(self, proposal: Proposal) -> Proposal:
+        """The proposal with how it applies by resemblance too, when the policy derived it
+        (the user sees and may change it before confirming; confirming keeps it)."""
+        like = self.resemblance
+        if (
+            like is None
+            or proposal.applies_said
+            or not like.considers(
+                proposal.type, proposal.slot, proposal.scope, proposal.applies or ""
+            )
+        ):
+            return proposal
+        await like.prepare()
+        try:
+            (vector,) = await like.reference.embedder.embed([proposal.content])
+        except Exception as exc:  # the rules' answer stands; the user may still change it
+            log.warning("candidate_not_judged", error=type(exc).__name__)
+            return proposal
+        how = like.applies(vector, proposal.type, proposal.slot, proposal.scope, "relevant")
+        return replace(proposal, applies=how)
 
     async def _active_duplicate(self, ident: Identity, ck: str, proposal: Proposal) -> bool:
         if not self.store.index_ready:

@@ -19,6 +19,7 @@ from gateway.memory.gate import Draft, check_write
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, derive_applies, says_change, topics_of
 from gateway.memory.records import Memory, content_key, new_memory_id
+from gateway.memory.resemblance import Resemblance
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
 from gateway.memory.typicality import Typicality
@@ -44,6 +45,7 @@ class Memories:
         self.policy = policy
         self.clock = clock
         self.typicality = Typicality(embedder, policy)
+        self.resemblance = Resemblance(embedder, policy)
 
     async def ready(self) -> None:
         """Create the index for the configured embedder (learning its size if need be)."""
@@ -100,6 +102,10 @@ class Memories:
             await self.ready()
         vector = (await self.embedder.embed([content]))[0]
         (typical,) = await self.typicality.encoded(vector[None, :])
+        how = decision.applies
+        if applies is None:  # the writer did not say: the rules' answer, or by resemblance
+            await self.resemblance.prepare()
+            how = self.resemblance.applies(vector, type, decision.slot, scope, how)
         async with self.store.user_lock(ident.tenant, ident.user):
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", content_key=content_key(content)
@@ -126,7 +132,7 @@ class Memories:
                     await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
                 )
             conflicts = await self._replaced_by(
-                ident, decision.slot, scope, project_id, neighbours, content, decision.applies
+                ident, decision.slot, scope, project_id, neighbours, content, how
             )
             memory = Memory(
                 id=new_memory_id(),
@@ -148,7 +154,7 @@ class Memories:
                 evidence_trace=evidence_trace,
                 evidence_excerpt=self._excerpt(evidence_text) if evidence_text else None,
                 embedding_model=self.embedder.model_id,
-                applies=decision.applies,
+                applies=how,
                 topics=list(decision.topics),
                 typicality=typical,
             )
@@ -273,7 +279,9 @@ class Memories:
                 f"These fields cannot be edited: {', '.join(sorted(unknown))}.",
                 extra={"reasons": ["invalid"]},
             )
-        await self.typicality.sample()  # embedded once per process: not under the lock
+        # embedded once per process: not under the lock
+        await self.typicality.sample()
+        await self.resemblance.prepare()
         async with self.store.user_lock(ident.tenant, ident.user):
             memory = await self.get(ident, memory_id)
             before = {k: getattr(memory, k) for k in EDITABLE}
@@ -319,6 +327,10 @@ class Memories:
             vector = (await self.embedder.embed([memory.content]))[0]
             # the sample was asked for before the lock: nothing more is embedded under it
             (memory.typicality,) = self.typicality.encoded_now(vector[None, :])
+            if draft.applies is None:  # derived again: by the rules, or by resemblance
+                memory.applies = self.resemblance.applies(
+                    vector, memory.type, memory.slot, memory.scope, memory.applies
+                )
             await self.store.put_memory(
                 memory,
                 search_text=search_text(memory.content),
@@ -345,14 +357,18 @@ class Memories:
         return memory
 
     async def settle(self) -> int:
-        """Settle (see ``settled``) every memory of the current index that lacks ``applies``;
-        each owner's topical count grows by the topical ones, so it is never low."""
+        """Settle (see ``settled``, then by resemblance) every memory of the current index
+        that lacks ``applies``; each owner's topical count grows by the topical ones, so it
+        is never low."""
         await self.ready()
+        await self.resemblance.prepare()
         settled = 0
         while batch := await self.store.unsettled_memories(500):
             topical: dict[tuple[str, str], int] = {}
             for memory in batch:
                 self.settled(memory)
+            await self._resemble(batch)
+            for memory in batch:
                 await self.store.update_memory(
                     memory, {"applies": memory.applies, "topics": ",".join(memory.topics)}
                 )
@@ -362,6 +378,20 @@ class Memories:
                 await self.store.count_memories_written(tenant, user, 0, topical=count)
             settled += len(batch)
         return settled
+
+    async def _resemble(self, batch: builtins.list[Memory]) -> None:
+        """Standing by resemblance for settled memories, from their stored embeddings."""
+        judged: dict[tuple[str, str], builtins.list[Memory]] = {}
+        for memory in batch:
+            if self.resemblance.considers(memory.type, memory.slot, memory.scope, memory.applies):
+                judged.setdefault((memory.tenant, memory.user), []).append(memory)
+        for (tenant, user), memories in judged.items():
+            vectors = await self.store.get_embeddings(tenant, user, [m.id for m in memories])
+            for memory in memories:
+                if memory.id in vectors:
+                    memory.applies = self.resemblance.applies(
+                        vectors[memory.id], memory.type, memory.slot, memory.scope, memory.applies
+                    )
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ class Proposal:
     sensitivity: str = "low"
     source: str = "user_stated"
     applies: str | None = None  # "always" | "relevant"; the gate derives it when not given
+    applies_said: bool = False  # the extractor said how it applies (else the policy derived it)
     is_correction: bool = False
     horizon: str | None = None  # "next week", "3月" ... for goals and plans, as the user said it
     evidence: str = ""  # the user sentence it came from (callers redact before storing)
@@ -172,6 +173,7 @@ def screen(
         sensitivity=decision.sensitivity,
         source=proposal.source,
         applies=decision.applies,
+        applies_said=proposal.applies_said or proposal.applies is not None,
         is_correction=proposal.is_correction,
         horizon=proposal.horizon,
         evidence=proposal.evidence,

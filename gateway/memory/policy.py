@@ -53,6 +53,7 @@ __all__ = [
     "PolicyError",
     "RecallSpec",
     "RelevanceSpec",
+    "ResemblanceSpec",
     "RuleSpec",
     "SensitivitySpec",
     "SlotSpec",
@@ -394,6 +395,25 @@ def plain_words(lowered: str) -> frozenset[str]:
     return frozenset(words)
 
 
+class ResemblanceSpec(_Model):
+    """Standing by resemblance: a memory whose writer did not say how it applies, that no
+    rule makes standing and that names no slot, of one of ``types`` and global scope, is
+    standing when it reads like the policy's examples of standing wishes (``always``) more
+    than like its examples of topical facts (``relevant``): of its ``neighbours`` nearest
+    examples most are standing ones, the nearest standing one is at least ``similarity``
+    close, and at least ``margin`` closer than the nearest topical one. Wishes about answers
+    come in more wordings than rules can list ("Stop flattering me", "别拍马屁"); the
+    examples carry the meaning across words and languages (``gateway.memory.resemblance``).
+    """
+
+    neighbours: PositiveInt = 7
+    similarity: Fraction = 0.45
+    margin: Fraction = 0.15
+    types: tuple[Name, ...] = ()  # none: off
+    always: tuple[NonEmpty, ...] = ()
+    relevant: tuple[NonEmpty, ...] = ()
+
+
 class AppliesSpec(_Model):
     """How a memory applies when its writer does not say.
 
@@ -410,6 +430,7 @@ class AppliesSpec(_Model):
     scopes: tuple[Literal["project", "task"], ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
     not_examples: tuple[str, ...] = ()
+    resemblance: ResemblanceSpec = ResemblanceSpec()
 
 
 class MiningRuleSpec(RuleSpec):
@@ -1168,6 +1189,17 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for i, text in enumerate(spec.not_examples):
             if standing_by_words(text, policy):
                 yield ("applies", "not_examples", i), "a pattern matches it"
+    like = spec.resemblance
+    for i, name in enumerate(like.types):
+        if name not in policy.types:
+            yield ("applies", "resemblance", "types", i), f"unknown memory type {name!r}"
+    if like.types:
+        for key in ("always", "relevant"):
+            if len(getattr(like, key)) < like.neighbours:
+                yield (
+                    ("applies", "resemblance", key),
+                    f"needs at least applies.resemblance.neighbours ({like.neighbours}) examples",
+                )
 
 
 def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:

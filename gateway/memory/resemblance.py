@@ -1,0 +1,80 @@
+"""Standing by resemblance (``policy.applies.resemblance``).
+
+The rules of ``policy.applies`` make a memory standing by its type, slot, scope or words, and
+wishes about answers come in more wordings than any rule lists ("Stop flattering me", "别拍
+马屁，有问题直接指出来", "Show your reasoning step by step"). A memory the rules leave topical
+is compared, by meaning, with the policy's examples of standing wishes and of topical facts:
+when it reads like the standing ones, it is standing too. The meaning carries across words
+and across languages, as the multilingual encoder does for recall.
+
+Only a memory whose writer did not say how it applies is judged so, and only one without a
+one-valued slot: such a slot names a fact about the user's world (their editor, their city),
+which is never an instruction however it is worded. The examples are embedded once per process
+(``gateway.memory.reference``); until they are at hand, or when the embedder fails on them,
+the rules' answer stands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.memory.embed import Embedder
+from gateway.memory.policy import Policy
+from gateway.memory.reference import ReferenceTexts
+
+
+class Resemblance:
+    """One process's standing-by-resemblance for one embedder and policy."""
+
+    def __init__(self, embedder: Embedder, policy: Policy) -> None:
+        self.spec = policy.applies.resemblance
+        # a one-valued slot names a fact of the user's world (their editor, their city);
+        # a many-valued one may be named by a wish too ("Python 代码记得加类型注解")
+        self._facts = policy.one_valued_slots
+        self.reference = ReferenceTexts(
+            embedder, (*self.spec.always, *self.spec.relevant), "resemblance"
+        )
+        self._standing = np.arange(len(self.reference.texts)) < len(self.spec.always)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.spec.types) and bool(self.spec.always) and bool(self.spec.relevant)
+
+    def considers(self, memory_type: str, slot: str | None, scope: str, applies: str) -> bool:
+        """Whether a memory the rules judged ``applies`` is judged by resemblance too."""
+        return (
+            self.enabled
+            and applies == "relevant"
+            and memory_type in self.spec.types
+            and slot not in self._facts
+            and scope == "global"
+        )
+
+    async def prepare(self) -> None:
+        """Embed the examples now (once per process), so that ``applies`` need not wait."""
+        if self.enabled:
+            await self.reference.vectors()
+
+    def applies(
+        self, vector: np.ndarray, memory_type: str, slot: str | None, scope: str, applies: str
+    ) -> str:
+        """``always`` for a memory the rules judged ``applies`` that reads like a standing
+        wish (``vector``: its unit-length embedding), else ``applies``. Uses the examples'
+        vectors only once they are at hand (``prepare``)."""
+        examples = self.reference.at_hand
+        if examples is None or not self.considers(memory_type, slot, scope, applies):
+            return applies
+        return "always" if self.reads_standing(np.asarray(vector) @ examples.T) else applies
+
+    def reads_standing(self, sims: np.ndarray) -> bool:
+        """The decision on one memory's similarities to the examples (standing ones first)."""
+        spec, standing = self.spec, self._standing
+        nearest = np.argsort(-sims)[: spec.neighbours]
+        votes = int(standing[nearest].sum())
+        best_standing = float(sims[standing].max())
+        best_topical = float(sims[~standing].max())
+        return (
+            2 * votes > len(nearest)
+            and best_standing >= spec.similarity
+            and best_standing - best_topical >= spec.margin
+        )

@@ -1,0 +1,172 @@
+"""Standing by resemblance (``gateway.memory.resemblance``): a wish about answers that no rule
+lists is standing because it reads like the policy's examples of standing wishes; facts stay
+topical, a one-valued slot is never an instruction, and what the writer said is kept."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gateway.clock import ManualClock, SystemClock
+from gateway.memory.candidates import CandidateQueue
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.mine import Proposal, screen
+from gateway.memory.policy import Policy, derive_applies, derive_slot, parse_policy
+from gateway.memory.resemblance import Resemblance
+from gateway.storage.store import Store
+
+pytestmark = pytest.mark.anyio
+
+# Wishes about every answer, worded apart from the rules' patterns and examples: the rules
+# alone leave each of them topical (asserted below), resemblance makes them standing.
+WISHES = [
+    ("Stop flattering me. No 'great question!' openers.", "preference"),
+    ("Please skip the disclaimers and the 'consult a professional' stuff.", "preference"),
+    ("Write unit tests alongside any function you give me.", "preference"),
+    ("Show your reasoning step by step before the final answer.", "preference"),
+    ("English isn't my first language, so avoid idioms and slang.", "profile"),
+    ("别拍马屁，有问题直接指出来。", "preference"),
+    ("回答完不要再反问我问题。", "preference"),
+    ("每个知识点都配一个具体的例子。", "preference"),
+]
+# Facts and likes, some with answer-ish words: topical by the rules and by resemblance.
+FACTS = [
+    ("I always take the window seat on long flights.", "preference"),
+    ("My son is learning English at school.", "profile"),
+    ("我说话声音小，开会总被人说听不清。", "profile"),
+    ("I prefer short haircuts.", "preference"),
+    ("写代码主要用 Go。", "profile"),
+    ("我喜欢简单的北欧装修风格。", "preference"),
+]
+
+
+def rules_say(policy: Policy, text: str, type_: str) -> str:
+    return derive_applies(text, policy, type_, derive_slot(text, policy, type_), "global")
+
+
+def test_the_wishes_are_ones_the_rules_miss(shipped_policy: Policy) -> None:
+    """Else the tests below would pass on the rules alone."""
+    for text, type_ in WISHES:
+        assert rules_say(shipped_policy, text, type_) == "relevant", text
+
+
+@pytest.mark.parametrize(("text", "type_"), WISHES)
+async def test_a_wish_in_other_words_is_standing(service: Memories, text: str, type_: str) -> None:
+    ident = Identity(f"like{time.time_ns()}", "ann", None, "on", "tr_like")
+    stored = (await service.create(ident, content=text, type=type_)).memory
+    assert stored.applies == "always"
+
+
+@pytest.mark.parametrize(("text", "type_"), FACTS)
+async def test_a_fact_stays_topical(service: Memories, text: str, type_: str) -> None:
+    ident = Identity(f"fact{time.time_ns()}", "ann", None, "on", "tr_fact")
+    stored = (await service.create(ident, content=text, type=type_)).memory
+    assert stored.applies == "relevant"
+
+
+async def test_what_the_writer_said_and_a_one_valued_slot_are_kept(service: Memories) -> None:
+    ident = Identity(f"kept{time.time_ns()}", "ann", None, "on", "tr_kept")
+    said = await service.create(ident, content=WISHES[0][0], type="preference", applies="relevant")
+    assert said.memory.applies == "relevant"
+    # an editor is a fact of the user's world, however close to code style its words are
+    editor = await service.create(ident, content="我平时用 VS Code 写代码", type="profile")
+    assert (editor.memory.slot, editor.memory.applies) == ("editor", "relevant")
+    # a task- or project-scoped memory is standing by its scope already
+    task = await service.create(
+        ident, content="My cat sleeps on my keyboard", type="profile", scope="task:coding"
+    )
+    assert task.memory.applies == "always"
+
+
+async def test_turned_off_the_rules_alone_decide(
+    redis_url: str, shared_embedder: LocalEmbedder
+) -> None:
+    off = parse_policy("applies: {resemblance: {types: []}}")
+    store = Store(redis_url)
+    try:
+        memories = Memories(store, shared_embedder, off, ManualClock(SystemClock().now()))
+        await memories.ready()
+        ident = Identity(f"off{time.time_ns()}", "ann", None, "on", "tr_off")
+        stored = (await memories.create(ident, content=WISHES[0][0], type="preference")).memory
+        assert stored.applies == "relevant"
+    finally:
+        await store.aclose()
+
+
+class FailingOnce:
+    """The local embedder, failing on its first call (the examples' first slice)."""
+
+    def __init__(self, inner: LocalEmbedder) -> None:
+        self.inner = inner
+        self.model_id = f"failing-{time.time_ns()}"  # its own entry in the process's cache
+        self.dims = inner.dims
+        self.failed = False
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("embeddings upstream down")
+        return await self.inner.embed(texts)
+
+
+async def test_an_embedder_failing_on_the_examples_leaves_the_rules_answer(
+    shared_embedder: LocalEmbedder, shipped_policy: Policy
+) -> None:
+    like = Resemblance(FailingOnce(shared_embedder), shipped_policy)  # type: ignore[arg-type]
+    await like.prepare()
+    assert like.reference.at_hand is None
+    (vector,) = await shared_embedder.embed([WISHES[0][0]])
+    assert like.applies(vector, "preference", None, "global", "relevant") == "relevant"
+    like.reference.failed_at = time.monotonic() - 61  # a minute later it is asked again
+    await like.prepare()
+    assert like.applies(vector, "preference", None, "global", "relevant") == "always"
+
+
+async def test_a_mined_wish_is_proposed_as_standing(
+    redis_url: str, shared_embedder: LocalEmbedder, shipped_policy: Policy
+) -> None:
+    """The candidate queue shows the user how a proposal will apply before they confirm it,
+    decided as a memory write decides it."""
+    store = Store(redis_url)
+    try:
+        memories = Memories(store, shared_embedder, shipped_policy, SystemClock())
+        await memories.ready()
+        queue = CandidateQueue(
+            store, shipped_policy, SystemClock(), resemblance=memories.resemblance
+        )
+        ident = Identity(f"mined{time.time_ns()}", "ann", None, "on", "tr_mined")
+        for text, want in ((WISHES[5][0], "always"), (FACTS[0][0], "relevant")):
+            proposal, _ = screen(Proposal(content=text, type="preference"), shipped_policy)
+            assert proposal is not None and proposal.applies == "relevant"
+            assert await queue.enqueue(ident, proposal, trace_id=None) == "queued"
+            (pending,) = [c for c in await queue.list(ident) if c["content"] == text]
+            assert pending["applies"] == want
+        # what an extractor said stays
+        said, _ = screen(
+            Proposal(content=WISHES[6][0], type="preference", applies="relevant"), shipped_policy
+        )
+        assert said is not None and said.applies_said
+        await queue.enqueue(ident, said, trace_id=None)
+        (pending,) = [c for c in await queue.list(ident) if c["content"] == WISHES[6][0]]
+        assert pending["applies"] == "relevant"
+    finally:
+        await store.aclose()
+
+
+async def test_memories_from_before_applies_are_settled_by_resemblance_too(
+    service: Memories,
+) -> None:
+    ident = Identity(f"settle{time.time_ns()}", "bob", None, "on", "tr_settle")
+    wish = (await service.create(ident, content=WISHES[1][0], type="preference")).memory
+    fact = (await service.create(ident, content=FACTS[1][0], type="profile")).memory
+    for m in (wish, fact):  # as an earlier release wrote them
+        await service.store.redis.hdel(
+            service.store.memory_key(ident.tenant, "bob", m.id), "applies", "topics"
+        )
+    assert await service.settle() >= 2
+    assert (await service.get(ident, wish.id)).applies == "always"
+    assert (await service.get(ident, fact.id)).applies == "relevant"
