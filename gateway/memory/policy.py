@@ -348,7 +348,9 @@ class TopicSpec(_Model):
         rest = [k for k in self.keywords if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower())]
         if not rest:
             return None
-        hints = tuple(dict.fromkeys(k.lower().split()[0] for k in rest))
+        # the longest word of each: the rarest, so that "at work" or "my team" is looked for
+        # only in a text that holds "work" or "team"
+        hints = tuple(dict.fromkeys(max(k.lower().split(), key=len) for k in rest))
         return hints, re.compile("|".join(_keyword_regex(k) for k in rest), re.IGNORECASE)
 
     @cached_property
@@ -371,7 +373,7 @@ class TopicSpec(_Model):
 
     def matches_beyond_keywords(self, text: str, *, hinted: bool) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
-        ``hinted``: the text holds the first word of one of its phrases."""
+        ``hinted``: the text holds the longest word of one of its phrases."""
         phrases = self._phrases
         if hinted and phrases is not None and phrases[1].search(text):
             return True
@@ -726,7 +728,7 @@ class TopicKeywords:
 
     by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
     by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
-    hints: dict[str, tuple[int, ...]]  # a phrase's first word -> topics
+    hints: dict[str, tuple[int, ...]]  # a phrase's longest word -> topics
 
     @staticmethod
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
@@ -756,7 +758,7 @@ class TopicKeywords:
         return hit
 
     def hinted(self, lowered: str) -> set[int]:
-        """Topics the first word of one of whose phrases the lower-cased text holds (as a
+        """Topics the longest word of one of whose phrases the lower-cased text holds (as a
         substring, as the phrase regexes may join words: "icecream")."""
         hit: set[int] = set()
         for hint, topics in self.hints.items():
