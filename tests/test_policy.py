@@ -324,7 +324,10 @@ def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
 
 
 def test_slot_example_must_derive_its_slot(tmp_path: Path) -> None:
-    old = "    examples: [I use Neovim, 我用 VSCode 写代码, My IDE is PyCharm]"
+    old = (
+        "    examples: [I use Neovim, 我用 VSCode 写代码, My IDE is PyCharm,"
+        " 'switched to Zed a few weeks ago, not going back']"
+    )
     path, line = variant(tmp_path, old, "    examples: [I use Neovim, project uses Flask]")
     assert re.search(
         rf":{line}: slots\[\d+\]\.examples\[1\]: derives slot 'framework', not 'editor'",

@@ -187,6 +187,20 @@ def test_facts_with_the_same_words_apply_when_relevant(policy: Policy, text: str
     assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
 
 
+def test_a_memory_in_a_slot_is_about_the_slots_topic(policy: Policy) -> None:
+    from gateway.memory.policy import derive_slot, memory_topics
+
+    for text, slot, topic in [
+        ("我在字节跳动做推荐算法", "job", "work"),
+        ("I use VS Code for everything", "editor", "coding"),
+        ("我男朋友叫阿杰", "partner", "partner"),
+    ]:
+        assert derive_slot(text, policy) == slot
+        assert topic in memory_topics(text, policy, "profile", slot)
+    # by its words alone it names no job
+    assert "work" not in memory_topics("我在字节跳动做推荐算法", policy, "profile", None)
+
+
 def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" in topics_of("I'm allergic to peanuts", policy)
     assert "food" in topics_of("Plan a dinner menu for six people this Saturday", policy)
@@ -275,6 +289,21 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("My 9-year-old needs some inspiration", "child", "study"),
         ("母亲节想给我妈一个惊喜", "parent", "food"),
         ("I tore my rotator cuff last year", "health", "fitness"),
+        # a business the user runs, what ails them, a run, a car by its Chinese name,
+        # a class to teach, a flight with its date, an event in a city
+        ("How should I price a nail-trim-only service?", "business", "health"),
+        ("I run a small ceramics studio, mostly mugs", "business", "work"),
+        ("I've got a sore throat and a fever, what can I take?", "health", "food"),
+        ("跑完长距离之后吃什么恢复比较快？", "fitness", "travel"),
+        ("我开的是特斯拉", "vehicles", "gadgets"),
+        ("帮我出五道化学选择题，给高二学生用", "study", "coding"),
+        ("下个月8号飞巴黎，待一周", "travel", "transport"),
+        ("Conference in Lisbon from the 10th to the 14th", "travel", "work"),
+        # Traditional Chinese reads as Simplified
+        ("幫我出五題化學選擇題，給高二學生用", "study", "coding"),
+        # a night shift keeps one awake; a food allergy does not
+        ("I work night shifts at the hospital", "sleep", "food"),
+        ("我对花生过敏", "food", "sleep"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(

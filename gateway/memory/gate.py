@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.memory.policy import Policy, derive_applies, derive_slot, is_one_time, topics_of
+from gateway.memory.policy import Policy, derive_applies, derive_slot, is_one_time, memory_topics
 from gateway.memory.sensitivity import scan
 
 __all__ = ["APPLIES", "REASONS", "Draft", "GateDecision", "check_write"]
@@ -150,5 +150,7 @@ def check_write(
         expires_at=expires_at,
         slot=slot,
         applies=applies,
-        topics=tuple(topics_of(content, policy, draft.type)) if "sensitive" not in reasons else (),
+        topics=tuple(memory_topics(content, policy, draft.type, slot))
+        if "sensitive" not in reasons
+        else (),
     )

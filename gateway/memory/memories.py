@@ -17,7 +17,7 @@ from gateway.errors import NotFound, WriteRefused
 from gateway.memory.embed import Embedder
 from gateway.memory.gate import Draft, check_write
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, derive_applies, says_change, topics_of
+from gateway.memory.policy import Policy, derive_applies, memory_topics, says_change
 from gateway.memory.records import Memory, content_key, new_memory_id
 from gateway.memory.resemblance import Resemblance
 from gateway.memory.sensitivity import redact
@@ -353,7 +353,7 @@ class Memories:
             memory.applies = derive_applies(
                 memory.content, self.policy, memory.type, memory.slot, memory.scope
             )
-            memory.topics = topics_of(memory.content, self.policy, memory.type)
+            memory.topics = memory_topics(memory.content, self.policy, memory.type, memory.slot)
         return memory
 
     async def settle(self) -> int:

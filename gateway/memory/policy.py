@@ -20,6 +20,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, get_args
 
+import opencc
 import yaml
 from pydantic import (
     BaseModel,
@@ -67,6 +68,7 @@ __all__ = [
     "is_one_time",
     "level_at_least",
     "load_policy",
+    "memory_topics",
     "normalize",
     "parse_policy",
     "says_change",
@@ -330,6 +332,9 @@ class TopicSpec(_Model):
     # requests of these topics are about a memory of this one too (a health condition
     # matters to a workout plan)
     reaches: tuple[Name, ...] = ()
+    # a memory in one of these slots is about this topic whatever its words ("我在字节跳动做
+    # 推荐算法" is about work although it names no job word)
+    slots: tuple[Name, ...] = ()
     # memory types that may hold this topic (none: any); a request may always be about it.
     # A day of the week links a plan for that day to a request about it, not a weekly habit.
     types: tuple[Name, ...] = ()
@@ -651,6 +656,7 @@ class Policy(_Model):
 # topics. The rules are written to work on Chinese text, which has no spaces.
 
 
+_T2S = opencc.OpenCC("t2s")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
@@ -658,9 +664,11 @@ def normalize(text: str) -> str:
     """Fold what people type into what the rules are written for.
 
     NFKC turns full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII; phones type
-    curly apostrophes ("let’s"), the rules use straight ones.
+    curly apostrophes ("let’s"), the rules use straight ones; and the rules' Chinese is
+    Simplified, so Traditional characters are converted (OpenCC's t2s: "幫我出五題化學題" is
+    "帮我出五题化学题").
     """
-    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    return _T2S.convert(unicodedata.normalize("NFKC", text).translate(_APOSTROPHES))
 
 
 def is_one_time(text: str, policy: Policy) -> bool:
@@ -791,6 +799,13 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
         if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted))
         and (memory_type is None or not topic.types or memory_type in topic.types)
     ]
+
+
+def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
+    """A memory's topics: those of its words its type may hold, and its slot's, in policy
+    order."""
+    found = set(topics_of(text, policy, memory_type))
+    return [t.name for t in policy.topics if t.name in found or (slot and slot in t.slots)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1105,6 +1120,7 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
+
     if not rules_ok:
         return
     for i, example in enumerate(policy.one_time.not_one_time):
@@ -1220,6 +1236,10 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, type_name in enumerate(topic.types):
             if type_name not in policy.types:
                 yield ("topics", i, "types", j), f"unknown memory type {type_name!r}"
+        slot_names = {s.name for s in policy.slots}
+        for j, slot_name in enumerate(topic.slots):
+            if slot_name not in slot_names:
+                yield ("topics", i, "slots", j), f"unknown slot {slot_name!r}"
         for j, rule in enumerate(topic.patterns):
             problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
             ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
