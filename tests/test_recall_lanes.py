@@ -299,6 +299,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("帮我出五道化学选择题，给高二学生用", "study", "coding"),
         ("下个月8号飞巴黎，待一周", "travel", "transport"),
         ("Conference in Lisbon from the 10th to the 14th", "travel", "work"),
+        ("How should I build an emergency fund?", "money", "work"),
+        ("Going to a hot pot place tonight, what should I order?", "food", "place"),
+        ("Lily has a tree nut allergy, carries an epipen", "food", "child"),
+        ("我妈腿脚不太好，走不了太多路", "health", "fitness"),
+        ("can you give me a few Spanish phrases for ordering food?", "language_learning", "study"),
+        ("日语的は和が到底怎么区分？", "language_learning", "travel"),
+        ("I've been at my current company for five years", "work", "study"),
+        ("双十一要不要入一个新的 Kindle？", "money", "work"),
+        ("I started running last month", "fitness", "coding"),
         # Traditional Chinese reads as Simplified
         ("幫我出五題化學選擇題，給高二學生用", "study", "coding"),
         # a night shift keeps one awake; a food allergy does not
@@ -892,6 +901,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("syntactic sugar in Python", "food"),
         ("在虾皮上开店", "food"),
         ("self-assessment for my performance review", "money"),
+        ("how do i set up a cron job that runs every 15 minutes", "work"),
+        ("permission denied when running my shell script", "fitness"),
+        ("how do I parse 2024-03-05 without timezone weirdness", "travel"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
