@@ -308,6 +308,12 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I've been at my current company for five years", "work", "study"),
         ("双十一要不要入一个新的 Kindle？", "money", "work"),
         ("I started running last month", "fitness", "coding"),
+        ("我们住在上海一套60平的老公房，没有电梯，六楼", "home", "partner"),
+        ("I'm 1.75m and about 82kg", "fitness", "food"),
+        ("周末想去爬黄山，有什么需要注意的？", "outings", "travel"),
+        ("下周去台北，附近有什么必吃的小吃？", "travel", "transport"),
+        ("周末家里请客，要提前准备些什么食材？", "food", "work"),
+        ("I want to start running outside this winter", "place", "travel"),
         # Traditional Chinese reads as Simplified
         ("幫我出五題化學選擇題，給高二學生用", "study", "coding"),
         # a night shift keeps one awake; a food allergy does not
@@ -904,6 +910,10 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("how do i set up a cron job that runs every 15 minutes", "work"),
         ("permission denied when running my shell script", "fitness"),
         ("how do I parse 2024-03-05 without timezone weirdness", "travel"),
+        ("日本的电车和地铁有什么区别？", "vehicles"),
+        ("I am making a cake with 2kg of flour", "fitness"),
+        ("帮我规划一下下周五天的晚餐", "friday"),
+        ("My tomatoes got blight again", "food"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
