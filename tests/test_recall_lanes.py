@@ -201,6 +201,18 @@ def test_a_memory_in_a_slot_is_about_the_slots_topic(policy: Policy) -> None:
     assert "work" not in memory_topics("我在字节跳动做推荐算法", policy, "profile", None)
 
 
+def test_every_live_plan_and_goal_is_on_the_agenda(policy: Policy) -> None:
+    """A request to plan the user's time meets every live plan and goal, whatever it is
+    about; a weekly habit stated as a fact is not on it."""
+    from gateway.memory.policy import memory_topics
+
+    assert "agenda" in memory_topics("准备十月份的半马，每周要跑三次", policy, "goal", None)
+    assert "agenda" in memory_topics("Dentist on Tuesday", policy, "plan", None)
+    assert "agenda" not in memory_topics("我每周三练瑜伽", policy, "profile", None)
+    # on the agenda by its type alone, a plan is not about something else than the request
+    assert "agenda" in policy.held_topics
+
+
 def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" in topics_of("I'm allergic to peanuts", policy)
     assert "food" in topics_of("Plan a dinner menu for six people this Saturday", policy)
@@ -314,6 +326,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("下周去台北，附近有什么必吃的小吃？", "travel", "transport"),
         ("周末家里请客，要提前准备些什么食材？", "food", "work"),
         ("I want to start running outside this winter", "place", "travel"),
+        ("这周末附近有什么好看的展览吗？", "arts", "screen"),
+        ("What should I look for when buying my first fountain pen?", "handedness", "study"),
+        ("我是左撇子", "handedness", "health"),
+        ("Recommend some Japanese TV dramas I could watch", "language_learning", "travel"),
+        ("How do I find out which process is using port 8080?", "coding", "place"),
+        ("打流感疫苗之前之后要注意些什么？", "health", "food"),
+        ("Give me ideas for a revision lesson for my Year 11 group", "study", "coding"),
+        ("Help me draft a to-do list for tomorrow", "agenda", "work"),
+        ("给我排一个这周的时间表，我工作日晚上七点以后有空", "agenda", "fitness"),
         # Traditional Chinese reads as Simplified
         ("幫我出五題化學選擇題，給高二學生用", "study", "coding"),
         # a night shift keeps one awake; a food allergy does not

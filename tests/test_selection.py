@@ -247,3 +247,30 @@ def test_a_memory_on_another_side_of_the_request_gets_a_further_place(spec: Reca
         cand.topics = ("fitness",)
     chosen = select([*likes, far], spec, "gpt-4o-mini")
     assert far.reason == "limit" and len(chosen.injected) == 2
+
+
+def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None:
+    """Leo the grandson reaches a present for Leo although the memory is about other things;
+    a ball python does not reach Python, nor a cat called Java a question about Java (the
+    recaller leaves the policy's own words out of the request's names)."""
+    from gateway.memory.textsearch import names
+
+    leo = topical("My grandson Leo is turning 6 and loves dinosaurs", 0.3, vector=0.1)
+    leo.memory.topics = ["child"]
+    leo.off_topic, leo.text = True, 3.0
+    asked = names("What would be a good birthday present for Leo?")
+    assert asked == {"leo"}
+    assert first_failure(leo, policy, ME, NOW, frozenset({"leo", "present"}), asked) is None
+    assert leo.shared_name and leo.to_trace()["shared_name"] is True
+    # the same memory without the name in the request: one shared word is not enough
+    leo.shared_name = False
+    assert first_failure(leo, policy, ME, NOW, frozenset({"leo", "present"})) == "threshold"
+
+    pet = topical("My pet is Monty, a ball python", 0.3, vector=0.1)
+    pet.memory.topics = ["pets"]
+    pet.off_topic, pet.text = True, 3.0
+    asked = names("How do I read a JSON file in Python?")
+    assert asked == {"python"}
+    assert first_failure(pet, policy, ME, NOW, frozenset({"python", "json"}), asked) == "threshold"
+    assert "java" in policy.vocabulary and "python" in policy.vocabulary
+    assert names("Sure, I'm in") == frozenset()  # "I'm" is no name

@@ -335,6 +335,9 @@ class TopicSpec(_Model):
     # a memory in one of these slots is about this topic whatever its words ("我在字节跳动做
     # 推荐算法" is about work although it names no job word)
     slots: tuple[Name, ...] = ()
+    # memory types that hold this topic whatever their words: every live plan and goal is on
+    # the user's agenda, so a request to plan the user's week meets each of them
+    held_by: tuple[Name, ...] = ()
     # memory types that may hold this topic (none: any); a request may always be about it.
     # A day of the week links a plan for that day to a request about it, not a weekly habit.
     types: tuple[Name, ...] = ()
@@ -486,6 +489,10 @@ class RelevanceSpec(_Model):
     shared_terms_min_similarity: Fraction
     off_topic_similarity: Fraction
     topic_min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)]
+    # a memory naming someone or somewhere the request names too ("Lily", "Toronto": a
+    # word both write capitalised away from a sentence's start) is relevant unless its
+    # meaning is opposed (topic_min_similarity)
+    shared_name: bool = False
 
 
 class LaneSpec(_Model):
@@ -647,6 +654,19 @@ class Policy(_Model):
         return tuple(sorted(self.slots, key=lambda s: s.name not in standing))
 
     @cached_property
+    def held_topics(self) -> frozenset[str]:
+        """Topics a memory holds by its type alone (``TopicSpec.held_by``), not its words."""
+        return frozenset(t.name for t in self.topics if t.held_by)
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """The single words the topics and slots name ("java", "python", "rust"): written
+        capitalised they are the names of things, not of the user's people and places."""
+        keywords = [k for t in self.topics for k in t.keywords]
+        keywords += [k for s in self.slots for k in s.keywords]
+        return frozenset(k.lower() for k in keywords if k.isascii() and " " not in k)
+
+    @cached_property
     def one_valued_slots(self) -> frozenset[str]:
         return frozenset(s.name for s in self.slots if s.values == "one")
 
@@ -802,10 +822,14 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
 
 
 def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
-    """A memory's topics: those of its words its type may hold, and its slot's, in policy
-    order."""
+    """A memory's topics: those of its words its type may hold, those naming its slot and
+    those its type always holds, in policy order."""
     found = set(topics_of(text, policy, memory_type))
-    return [t.name for t in policy.topics if t.name in found or (slot and slot in t.slots)]
+    return [
+        t.name
+        for t in policy.topics
+        if t.name in found or (slot and slot in t.slots) or memory_type in t.held_by
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1233,9 +1257,10 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, other in enumerate(topic.reaches):
             if other not in names:
                 yield ("topics", i, "reaches", j), f"unknown topic {other!r}"
-        for j, type_name in enumerate(topic.types):
-            if type_name not in policy.types:
-                yield ("topics", i, "types", j), f"unknown memory type {type_name!r}"
+        for key in ("types", "held_by"):
+            for j, type_name in enumerate(getattr(topic, key)):
+                if type_name not in policy.types:
+                    yield ("topics", i, key, j), f"unknown memory type {type_name!r}"
         slot_names = {s.name for s in policy.slots}
         for j, slot_name in enumerate(topic.slots):
             if slot_name not in slot_names:

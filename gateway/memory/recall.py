@@ -39,6 +39,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
+from gateway.memory.textsearch import names as names_in
 from gateway.memory.textsearch import search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
@@ -91,6 +92,7 @@ class _Searches:
     query_topics: list[str]
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
+    query_names: frozenset[str]  # names the request writes capitalised (textsearch.names)
     embedded_at: float
     topic_clause: bool  # whether the keyword search also found memories by topic
 
@@ -225,13 +227,17 @@ class Recaller:
         if searches:
             result.query_topics = searches.query_topics
             result.searches += searches.names
+        held = self.policy.held_topics
         for hit in hits:
             cand = score(hit, spec, typical.get(hit.memory.id, 0.0))
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus
             else:
-                cand.off_topic = bool(hit.memory.topics and searches.query_topics)  # type: ignore[union-attr]
+                # about other things than the request: by its words' topics (a plan is on
+                # the agenda by its type alone, which says nothing of what it is about)
+                worded = set(hit.memory.topics) - held
+                cand.off_topic = bool(worded and searches.query_topics)  # type: ignore[union-attr]
             result.candidates.append(cand)
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
         # the cache holds every scope and expiry: the request sees what Redis's filter would
@@ -241,7 +247,8 @@ class Recaller:
             if in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
         ]
         terms = searches.query_terms if searches else frozenset()
-        await self._check(result, ident, now, terms)
+        names = searches.query_names if searches else frozenset()
+        await self._check(result, ident, now, terms, names)
         self._select(result, model)
         t_filter = clock.monotonic()
         result.timings_ms = {
@@ -317,7 +324,8 @@ class Recaller:
             )
         )
         spec = self.policy.recall
-        query_topics = topics_of(own_words(text), self.policy)
+        own = own_words(text)
+        query_topics = topics_of(own, self.policy)
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
@@ -348,6 +356,7 @@ class Recaller:
             query_topics,
             frozenset(memory_topics),
             frozenset(words.split()),
+            names_in(own) - self.policy.vocabulary,
             self.clock.monotonic(),
             bool(by_topic),
         )
@@ -398,11 +407,16 @@ class Recaller:
             del seen[next(iter(seen))]
 
     async def _check(
-        self, result: RecallResult, ident: Identity, now: datetime, terms: frozenset[str]
+        self,
+        result: RecallResult,
+        ident: Identity,
+        now: datetime,
+        terms: frozenset[str],
+        names: frozenset[str],
     ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
-            cand.reason = first_failure(cand, self.policy, ident, now, terms)
+            cand.reason = first_failure(cand, self.policy, ident, now, terms, names)
             if cand.reason is None:
                 alive.append(cand)
         result.conflicts = await self._resolve_conflicts(alive, ident)

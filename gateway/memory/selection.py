@@ -15,6 +15,7 @@ from gateway.memory import inject
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, RecallSpec
 from gateway.memory.records import Memory
+from gateway.memory.textsearch import names as names_in
 from gateway.memory.textsearch import tokens as text_tokens
 
 if TYPE_CHECKING:  # a type only: this module sends nothing to Redis
@@ -36,6 +37,7 @@ class Candidate:
     # about other topics than the request's: both have topics, and none is shared or reached
     off_topic: bool = False
     shared_terms: int = 0
+    shared_name: bool = False  # names someone or somewhere the request names
     decision: str = "dropped"
     reason: str | None = None
 
@@ -60,6 +62,7 @@ class Candidate:
             "topics": list(self.topics),
             "off_topic": self.off_topic,
             "shared_terms": self.shared_terms,
+            "shared_name": self.shared_name,
             "decision": self.decision,
             "reason": self.reason,
         }
@@ -100,10 +103,16 @@ def when(memory: Memory) -> float:
 
 
 def first_failure(
-    cand: Candidate, policy: Policy, ident: Identity, now: datetime, terms: frozenset[str]
+    cand: Candidate,
+    policy: Policy,
+    ident: Identity,
+    now: datetime,
+    terms: frozenset[str],
+    names: frozenset[str] = frozenset(),
 ) -> str | None:
-    """The first check ``cand`` fails (its drop reason), or None. Conflicts and sensitivity
-    are judged by the recaller afterwards; a paused user's recall never gets here."""
+    """The first check ``cand`` fails (its drop reason), or None. ``terms`` and ``names``:
+    the request's content words and names. Conflicts and sensitivity are judged by the
+    recaller afterwards; a paused user's recall never gets here."""
     m = cand.memory
     if m.expires_at is not None and m.expires_at <= now:
         return "expired"
@@ -111,16 +120,18 @@ def first_failure(
         return "scope"
     if not policy.has_source(m.source) or not policy.source(m.source).recall:
         return "source"
-    if cand.lane == TOPICAL and not relevant(cand, policy.recall, terms):
+    if cand.lane == TOPICAL and not relevant(cand, policy.recall, terms, names):
         return "threshold"
     if m.status != "active" or m.superseded_by:
         return "superseded"
     return None
 
 
-def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
-    """Related in meaning, about a topic of the request, or sharing several content
-    words with a meaning that is not unrelated.
+def relevant(
+    cand: Candidate, spec: RecallSpec, terms: frozenset[str], names: frozenset[str] = frozenset()
+) -> bool:
+    """Related in meaning, about a topic of the request, naming someone or somewhere the
+    request names, or sharing several content words with a meaning that is not unrelated.
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is never enough; a memory in the
@@ -130,6 +141,12 @@ def relevant(cand: Candidate, spec: RecallSpec, terms: frozenset[str]) -> bool:
     of texts about different things.
     """
     bar = spec.relevance
+    if bar.shared_name and names and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
+        # a name both write as one ("Leo", "Toronto"): the memory is about whom or where
+        # the request is, whatever else either is about
+        cand.shared_name = bool(names & names_in(cand.memory.content, at_start=True))
+        if cand.shared_name:
+            return True
     if cand.off_topic:
         # About something else and linked by words: a shared word lifts the similarity too
         # ("我家养了条球蟒，英文叫 ball python" against a Python question), so one is not

@@ -45,6 +45,36 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+# Names: capitalised words that are not the first of their sentence ("Leo", "Toronto",
+# "Lily's"). Words that are capitalised wherever they stand are no names of the user's world.
+_SENTENCES = re.compile(r"[.!?。！？:：;；\n]+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_NOT_NAMES = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december english chinese mandarin "
+    "japanese korean french german spanish italian portuguese russian christmas easter "
+    "the this that there these those what which when where why how and but also please "
+    "thanks thank mr mrs ms dr".split()
+)
+
+
+def names(text: str, *, at_start: bool = False) -> frozenset[str]:
+    """The names in ``text``, lowercased as ``tokens`` gives them: words written capitalised
+    (and not all in capitals) away from a sentence's start, or anywhere with ``at_start``
+    (for a memory, whose sentences often begin with one: "Lily has a nut allergy"; the
+    request it is matched with says which words are names). "Python" in a question is one,
+    "ball python" in a memory is not, so a name links two texts only where both write it
+    as one."""
+    found: set[str] = set()
+    skip = 0 if at_start else 1
+    for sentence in _SENTENCES.split(text):
+        for word in _WORD.findall(sentence)[skip:]:
+            word = word.removesuffix("'s").removesuffix("’s")
+            if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
+                found.add(word.lower())
+    return frozenset(found - _NOT_NAMES)
+
+
 def search_text(text: str) -> str:
     """Distinct content tokens, capped so a huge message cannot build a huge query."""
     return " ".join(list(dict.fromkeys(tokens(text[:4000])))[:_MAX_TOKENS])
