@@ -56,6 +56,8 @@ def test_remember_keeps_the_fact_not_the_command(policy: Policy) -> None:
         "my cat is called Mochi"
     )
     assert mine(policy, "记住我的猫叫麻薯").proposals[0].content == "我的猫叫麻薯"
+    # read as the rules read Traditional Chinese, kept as the user wrote it
+    assert mine(policy, "記住，我對花生過敏").proposals[0].content == "我對花生過敏"
 
 
 def test_goals_and_plans_keep_their_horizon(policy: Policy) -> None:
@@ -63,6 +65,7 @@ def test_goals_and_plans_keep_their_horizon(policy: Policy) -> None:
         "in March"
     )
     assert mine(policy, "下周去上海出差").proposals[0].horizon == "下周"
+    assert mine(policy, "下週去上海出差").proposals[0].horizon == "下週"  # as the user said it
 
 
 def test_project_fact_is_scoped_to_the_request_project(policy: Policy) -> None:
@@ -82,6 +85,7 @@ def test_project_fact_is_scoped_to_the_request_project(policy: Policy) -> None:
     [
         ("不对，我现在用的是 Neovim", "我现在用的是 Neovim", "editor"),
         ("no, I moved to Berlin", "I moved to Berlin", "location"),
+        ("不對，我住在上海", "我住在上海", "location"),
     ],
 )
 def test_corrections(policy: Policy, text: str, content: str, slot: str) -> None:

@@ -645,3 +645,22 @@ def test_a_slot_does_not_match_its_not_examples(tmp_path: Path) -> None:
     policy = load_policy()
     assert derive_slot("Moved to JetBrains Rider as my main editor", policy) == "editor"
     assert derive_slot("I've just moved to Berlin", policy) == "location"
+
+
+def test_a_slots_values_and_the_change_rules_are_checked(tmp_path: Path) -> None:
+    old = "      keto: {regex: '(?i)(?<![a-z])keto|生酮'}"
+    path, line = variant(tmp_path, old, "      keto: {regex: '(?i)(keto'}")
+    assert re.search(rf":{line}: slots\[\d+\]\.options\.keto\.regex: ", error_of(path))
+    old = "    - regex: '不再|改成|改用|改为|"
+    path, line = variant(tmp_path, old, "    - regex: '(不再|改成|改用|改为|")
+    assert re.search(rf":{line}: changes\.patterns\[1\]\.regex: ", error_of(path))
+
+
+def test_only_a_one_valued_slot_names_its_values() -> None:
+    overlay = (
+        "slots:\n  - name: pets\n    values: many\n    keywords: [cat]\n"
+        "    options:\n      cat: {regex: 'cat'}\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    assert "slots[0].options: only a one-valued slot names its values" in str(info.value)

@@ -486,6 +486,8 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("My team lead is Sarah", "Sarah走了，新组长是王磊", "global"),
         ("I'm single", "我上周订婚了", "global"),
         ("I'm on the keto diet", "Gave up keto; doing intermittent fasting instead", "global"),
+        # one that says it moved away from a value is not a statement of it
+        ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
         (
             "I do a push/pull/legs split, 6 days a week",
@@ -517,6 +519,11 @@ async def test_newer_wins_on_everyday_subjects(
         ("Always answer in English", "I no longer drink coffee after lunch"),
         # the language of code comments is not the language of answers
         ("Please answer in Chinese", "代码注释用英文写"),
+        # a change of behaviour does not end a condition, nor another person's facts
+        ("I'm diabetic", "I stopped eating sugar"),
+        ("My husband has asthma", "My husband quit smoking"),
+        ("I have a bad knee from skiing", "I no longer run, my knees can't take it"),
+        ("My son is learning English at school.", "My daughter switched schools this year"),
     ],
 )
 async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new: str) -> None:

@@ -68,13 +68,22 @@ async def test_a_fact_stays_topical(service: Memories, text: str, type_: str) ->
     assert stored.applies == "relevant"
 
 
-async def test_what_the_writer_said_and_a_one_valued_slot_are_kept(service: Memories) -> None:
+def test_only_what_the_rules_leave_topical_is_judged(shipped_policy: Policy) -> None:
+    like = Resemblance(LocalEmbedder(), shipped_policy)
+    assert like.considers("preference", None, "global", "relevant")
+    # a many-valued slot may be named by a wish ("Python 代码记得加类型注解")
+    assert like.considers("preference", "programming_language", "global", "relevant")
+    # a one-valued slot is a fact of the user's world (their editor), never a wish
+    assert not like.considers("profile", "editor", "global", "relevant")
+    assert not like.considers("preference", None, "global", "always")
+    assert not like.considers("plan", None, "global", "relevant")
+    assert not like.considers("preference", None, "project", "relevant")
+
+
+async def test_what_the_writer_said_is_kept(service: Memories) -> None:
     ident = Identity(f"kept{time.time_ns()}", "ann", None, "on", "tr_kept")
     said = await service.create(ident, content=WISHES[0][0], type="preference", applies="relevant")
     assert said.memory.applies == "relevant"
-    # an editor is a fact of the user's world, however close to code style its words are
-    editor = await service.create(ident, content="我平时用 VS Code 写代码", type="profile")
-    assert (editor.memory.slot, editor.memory.applies) == ("editor", "relevant")
     # a task- or project-scoped memory is standing by its scope already
     task = await service.create(
         ident, content="My cat sleeps on my keyboard", type="profile", scope="task:coding"

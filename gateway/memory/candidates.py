@@ -170,24 +170,15 @@ class CandidateQueue:
 
     async def _judged(self, proposal: Proposal) -> Proposal:
         """The proposal with how it applies by resemblance too, when the policy derived it
-        (the user sees and may change it before confirming; confirming keeps it)."""
-        like = self.resemblance
-        if (
-            like is None
-            or proposal.applies_said
-            or not like.considers(
-                proposal.type, proposal.slot, proposal.scope, proposal.applies or ""
-            )
-        ):
+        (the user sees and may change it before confirming; confirming keeps it). When the
+        embedder fails it is left undecided, so confirming derives it as a write does."""
+        like, how = self.resemblance, proposal.applies
+        if like is None or proposal.applies_said or how is None:
             return proposal
-        await like.prepare()
-        try:
-            (vector,) = await like.reference.embedder.embed([proposal.content])
-        except Exception as exc:  # the rules' answer stands; the user may still change it
-            log.warning("candidate_not_judged", error=type(exc).__name__)
-            return proposal
-        how = like.applies(vector, proposal.type, proposal.slot, proposal.scope, "relevant")
-        return replace(proposal, applies=how)
+        judged = await like.judge(
+            proposal.content, proposal.type, proposal.slot, proposal.scope, how
+        )
+        return proposal if judged == how else replace(proposal, applies=judged)
 
     async def _active_duplicate(self, ident: Identity, ck: str, proposal: Proposal) -> bool:
         if not self.store.index_ready:

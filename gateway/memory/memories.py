@@ -15,7 +15,7 @@ from typing import Any
 from gateway.clock import Clock, from_iso, to_iso
 from gateway.errors import NotFound, WriteRefused
 from gateway.memory.embed import Embedder
-from gateway.memory.gate import Draft, check_write
+from gateway.memory.gate import Draft, GateDecision, check_write
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, derive_applies, memory_topics, says_change
 from gateway.memory.records import Memory, content_key, new_memory_id
@@ -103,9 +103,11 @@ class Memories:
         vector = (await self.embedder.embed([content]))[0]
         (typical,) = await self.typicality.encoded(vector[None, :])
         how = decision.applies
-        if applies is None:  # the writer did not say: the rules' answer, or by resemblance
-            await self.resemblance.prepare()
-            how = self.resemblance.applies(vector, type, decision.slot, scope, how)
+        like = self.resemblance
+        if applies is None and like.considers(type, decision.slot, scope, how):
+            # the writer did not say and the rules left it topical: by resemblance
+            await like.prepare()
+            how = like.applies(vector, type, decision.slot, scope, how)
         async with self.store.user_lock(ident.tenant, ident.user):
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", content_key=content_key(content)
@@ -132,7 +134,7 @@ class Memories:
                     await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
                 )
             conflicts = await self._replaced_by(
-                ident, decision.slot, scope, project_id, neighbours, content, how
+                ident, decision, scope, project_id, neighbours, content, how, type
             )
             memory = Memory(
                 id=new_memory_id(),
@@ -187,42 +189,50 @@ class Memories:
     async def _replaced_by(
         self,
         ident: Identity,
-        slot: str | None,
+        decision: GateDecision,
         scope: str,
         project_id: str | None,
         neighbours: builtins.list[Neighbour],
         content: str,
         applies: str,
+        memory_type: str,
     ) -> builtins.list[Memory]:
         """The active memories a new memory supersedes: in a one-valued slot every one of
-        the same scope, however it was worded ("answer in English", later "以后请用中文回答");
-        in a many-valued one only those saying nearly the same thing. Without a slot, a
-        topical memory that says something changed ("训练改成一周三练全身了") replaces the one
-        most similar older topical memory, if close enough (``conflict.change_similarity``)."""
+        the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
+        unless the two state the same value; in a many-valued one only those saying nearly
+        the same thing. Without a slot, a topical memory that says something changed
+        ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
+        type that shares a topic with it, if close enough (``ChangesSpec``)."""
+        policy, slot = self.policy, decision.slot
         if not slot:
-            if applies != "relevant" or not says_change(content, self.policy):
+            if applies != "relevant" or not says_change(content, policy):
                 return []
-            bar = self.policy.conflict.change_similarity
+            bar, held = policy.conflict.change_similarity, policy.held_topics
+            keeps = policy.lasting_topics
+            topics = set(decision.topics) - held
+            if not topics or topics & keeps:
+                return []
             older = [
                 n
                 for n in neighbours
-                if n.similarity >= bar and not n.memory.slot and n.memory.applies != "always"
+                if n.similarity >= bar
+                and not n.memory.slot
+                and n.memory.applies != "always"
+                and n.memory.type == memory_type
+                and topics & set(n.memory.topics)
+                and not keeps & set(n.memory.topics)
             ]
             return [max(older, key=lambda n: n.similarity).memory] if older else []
-        if slot in self.policy.one_valued_slots:
+        if slot in policy.one_valued_slots:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
-            # two statements of one value stand together, unless the newer says it changed
-            # ("gave up keto; intermittent fasting instead" names keto too)
-            spec = self.policy.slot(slot)
-            restated = not says_change(content, self.policy)
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
-                and not (restated and spec.same_value(m.content, content))
+                and not policy.same_slot_value(slot, m.content, content)
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
@@ -281,7 +291,8 @@ class Memories:
             )
         # embedded once per process: not under the lock
         await self.typicality.sample()
-        await self.resemblance.prepare()
+        if "applies" not in patch and {"type", "scope"} & set(patch):
+            await self.resemblance.prepare()  # how it applies is derived again
         async with self.store.user_lock(ident.tenant, ident.user):
             memory = await self.get(ident, memory_id)
             before = {k: getattr(memory, k) for k in EDITABLE}

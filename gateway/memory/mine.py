@@ -123,9 +123,19 @@ def _clean(text: str) -> str:
     return text.strip(_STRIP)
 
 
+def _folded(text: str) -> str:
+    """``text`` as the rules read it (``normalize``) where that keeps every character in its
+    place, so that a match's span cuts the user's own words; else the text as written."""
+    folded = normalize(text)
+    return folded if len(folded) == len(text) else text
+
+
 def _strip_prefix(text: str, rules: Iterable[RuleSpec]) -> tuple[str, bool]:
+    """``text`` without the first of ``rules`` that matches its start (read as the rules
+    read it: "記住，" is "记住，"), and whether one did; the rest keeps the user's words."""
+    folded = _folded(text)
     for rule in rules:
-        m = rule.compiled.match(text)
+        m = rule.compiled.match(folded)
         if m and text[m.end() :].strip():
             return text[m.end() :], True
     return text, False
@@ -184,8 +194,9 @@ def screen(
 
 def horizon_of(content: str, policy: Policy) -> str | None:
     """When a goal or plan is due, as the user said it ("next week", "下周"), else None."""
-    m = policy.mining.horizon.compiled.search(normalize(content))
-    return m.group().strip() if m else None
+    folded = _folded(content)
+    m = policy.mining.horizon.compiled.search(folded)
+    return content[m.start() : m.end()].strip() if m else None
 
 
 def extract(
@@ -216,7 +227,8 @@ def extract(
         if _REDACTED in body:  # the job carries the message with its secrets already redacted
             result.refused.append("refused_sensitive")
             continue
-        sentence = mining.filler.compiled.sub("", body, count=1) or body
+        filler = mining.filler.compiled.match(_folded(body))
+        sentence = (body[filler.end() :] if filler else body) or body
         rest, is_correction = _strip_prefix(sentence, mining.corrections)
         rest, is_remember = _strip_prefix(rest, mining.remember)
         content = _clean(rest)

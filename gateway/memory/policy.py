@@ -31,6 +31,8 @@ from pydantic import (
     ValidationError,
 )
 
+from gateway.memory.textsearch import STOPWORDS
+
 __all__ = [
     "DETECTOR_NAMES",
     "LEVELS",
@@ -233,6 +235,13 @@ class RuleSpec(_Model):
     regex: NonEmpty
     examples: tuple[str, ...] = ()
     description: str = ""
+    # where a topic's pattern is tried on every request: words (lower-case) one of which a
+    # text must hold for the regex to be tried at all, a substring test that spares a scan
+    needs: tuple[NonEmpty, ...] = ()
+
+    def tried_on(self, lowered: str) -> bool:
+        """Whether the regex is worth trying on a text (lower-cased) by its ``needs``."""
+        return not self.needs or any(word in lowered for word in self.needs)
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:
@@ -246,9 +255,12 @@ class OneTimeSpec(_Model):
 
 class ChangesSpec(_Model):
     """How a user says that something about them changed ("I no longer ...", "训练改成 ...").
-    Such a topical memory replaces the most similar older topical memory of its scope (at
-    least ``conflict.change_similarity``): the newer wins on subjects no slot names (a
-    training split, a hobby given up). Texts in ``not_examples`` must match no pattern."""
+    Such a topical memory replaces the most similar older topical memory of its scope and
+    type that shares a topic with it (at least ``conflict.change_similarity`` close): the
+    newer wins on subjects no slot names (a training split, a hobby given up). Never when
+    either is about a ``lasting`` topic: "I stopped eating sugar" does not end "I'm
+    diabetic", nor "my husband quit smoking" his asthma. Texts in ``not_examples`` must
+    match no pattern."""
 
     patterns: tuple[RuleSpec, ...]
     not_examples: tuple[str, ...] = ()
@@ -335,6 +347,9 @@ class TopicSpec(_Model):
     # a memory in one of these slots is about this topic whatever its words ("我在字节跳动做
     # 推荐算法" is about work although it names no job word)
     slots: tuple[Name, ...] = ()
+    # a memory about it is never ended by one that says something changed (ChangesSpec): a
+    # condition outlasts a change of habit, and another person's facts are theirs
+    lasting: bool = False
     # memory types that hold this topic whatever their words: every live plan and goal is on
     # the user's agenda, so a request to plan the user's week meets each of them
     held_by: tuple[Name, ...] = ()
@@ -356,9 +371,7 @@ class TopicSpec(_Model):
         rest = [k for k in self.keywords if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower())]
         if not rest:
             return None
-        # the longest word of each: the rarest, so that "at work" or "my team" is looked for
-        # only in a text that holds "work" or "team"
-        hints = tuple(dict.fromkeys(max(k.lower().split(), key=len) for k in rest))
+        hints = tuple(dict.fromkeys(_hint(k) for k in rest))
         return hints, re.compile("|".join(_keyword_regex(k) for k in rest), re.IGNORECASE)
 
     @cached_property
@@ -377,18 +390,28 @@ class TopicSpec(_Model):
             return True
         phrases = self._phrases
         hinted = phrases is not None and any(h in low for h in phrases[0])
-        return self.matches_beyond_keywords(text, hinted=hinted)
+        return self.matches_beyond_keywords(text, hinted=hinted, lowered=low)
 
-    def matches_beyond_keywords(self, text: str, *, hinted: bool) -> bool:
+    def matches_beyond_keywords(self, text: str, *, hinted: bool, lowered: str) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
-        ``hinted``: the text holds the longest word of one of its phrases."""
+        ``hinted``: the text holds the longest word of one of its phrases; ``lowered``: the
+        text lower-cased, for the patterns' ``needs``."""
         phrases = self._phrases
         if hinted and phrases is not None and phrases[1].search(text):
             return True
-        return any(rule.compiled.search(text) for rule in self.patterns)
+        return any(r.compiled.search(text) for r in self.patterns if r.tried_on(lowered))
 
 
 _PLAIN_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _hint(phrase: str) -> str:
+    """The word a text must hold for ``phrase`` to be looked for: its longest content word
+    (the last of equals), the rarest, so that "at work" or "what should I order" is tried
+    only on a text that holds "work" or "order"."""
+    words = phrase.lower().split()
+    content = [w for w in words if w not in STOPWORDS] or words
+    return max(reversed(content), key=len)
 
 
 def plain_words(lowered: str) -> frozenset[str]:
@@ -407,13 +430,14 @@ def plain_words(lowered: str) -> frozenset[str]:
 
 class ResemblanceSpec(_Model):
     """Standing by resemblance: a memory whose writer did not say how it applies, that no
-    rule makes standing and that names no slot, of one of ``types`` and global scope, is
-    standing when it reads like the policy's examples of standing wishes (``always``) more
-    than like its examples of topical facts (``relevant``): of its ``neighbours`` nearest
-    examples most are standing ones, the nearest standing one is at least ``similarity``
-    close, and at least ``margin`` closer than the nearest topical one. Wishes about answers
-    come in more wordings than rules can list ("Stop flattering me", "别拍马屁"); the
-    examples carry the meaning across words and languages (``gateway.memory.resemblance``).
+    rule makes standing and that has no one-valued slot, of one of ``types`` and global
+    scope, is standing when it reads like the policy's examples of standing wishes
+    (``always``) more than like its examples of topical facts (``relevant``): of its
+    ``neighbours`` nearest examples most are standing ones, the nearest standing one is at
+    least ``similarity`` close, and at least ``margin`` closer than the nearest topical one.
+    Wishes about answers come in more wordings than rules can list ("Stop flattering me",
+    "别拍马屁"); the examples carry the meaning across words and languages
+    (``gateway.memory.resemblance``).
     """
 
     neighbours: PositiveInt = 7
@@ -653,6 +677,21 @@ class Policy(_Model):
         standing = set(self.applies.slots)
         return tuple(sorted(self.slots, key=lambda s: s.name not in standing))
 
+    def same_slot_value(self, slot: str, older: str, newer: str) -> bool:
+        """Whether two memories of a one-valued slot state the same one of its values, so
+        that both stand: never when either says it changed ("I stopped doing keto" names
+        keto too)."""
+        return (
+            self.slot(slot).same_value(older, newer)
+            and not says_change(older, self)
+            and not says_change(newer, self)
+        )
+
+    @cached_property
+    def lasting_topics(self) -> frozenset[str]:
+        """Topics whose memories no change statement ends (``TopicSpec.lasting``)."""
+        return frozenset(t.name for t in self.topics if t.lasting)
+
     @cached_property
     def held_topics(self) -> frozenset[str]:
         """Topics a memory holds by its type alone (``TopicSpec.held_by``), not its words."""
@@ -688,7 +727,8 @@ def normalize(text: str) -> str:
     Simplified, so Traditional characters are converted (OpenCC's t2s: "幫我出五題化學題" is
     "帮我出五题化学题").
     """
-    return _T2S.convert(unicodedata.normalize("NFKC", text).translate(_APOSTROPHES))
+    folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    return folded if folded.isascii() else _T2S.convert(folded)
 
 
 def is_one_time(text: str, policy: Policy) -> bool:
@@ -816,7 +856,7 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
     return [
         topic.name
         for i, topic in enumerate(policy.topics)
-        if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted))
+        if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted, lowered=lowered))
         and (memory_type is None or not topic.types or memory_type in topic.types)
     ]
 
@@ -1141,6 +1181,12 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
                         if not rule.compiled.search(example):
                             loc: Loc = ("slots", i, key, j, "examples", k)
                             yield loc, "the regex does not match it"
+        for name, rule in slot.options.items():
+            problems = list(_check_rule(rule, ("slots", i, "options", name)))
+            rules_ok = rules_ok and not any(loc[-1] == "regex" for loc, _ in problems)
+            yield from problems
+        if slot.options and slot.values != "one":
+            yield ("slots", i, "options"), "only a one-valued slot names its values"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
@@ -1150,8 +1196,13 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, example in enumerate(policy.one_time.not_one_time):
         if is_one_time(example, policy):
             yield ("one_time", "not_one_time", i), "a one_time pattern matches it"
+    changes_ok = True
+    for i, rule in enumerate(policy.changes.patterns):
+        problems = list(_check_rule(rule, ("changes", "patterns", i)))
+        changes_ok = changes_ok and not any(loc[-1] == "regex" for loc, _ in problems)
+        yield from problems
     for i, example in enumerate(policy.changes.not_examples):
-        if says_change(example, policy):
+        if changes_ok and says_change(example, policy):
             yield ("changes", "not_examples", i), "a change pattern matches it"
     for i, slot in enumerate(policy.slots):
         for j, example in enumerate(slot.examples):
@@ -1171,6 +1222,11 @@ def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
     for j, example in enumerate(rule.examples):
         if not rule.compiled.search(example):
             yield (*loc, "examples", j), "the regex does not match it"
+        elif not rule.tried_on(normalize(example).lower()):
+            yield (*loc, "examples", j), "it holds none of the rule's needs"
+    for j, word in enumerate(rule.needs):
+        if word != word.lower():
+            yield (*loc, "needs", j), "must be lower-case (it is looked for in lower-cased text)"
 
 
 def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:

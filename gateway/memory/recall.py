@@ -445,9 +445,9 @@ class Recaller:
                 continue
             group.sort(key=lambda c: (specificity(c.memory), when(c.memory)), reverse=True)
             if key[0] in one:
-                spec = self.policy.slot(key[0])
+                newest = group[0].memory.content
                 for older in group[1:]:
-                    if not spec.same_value(group[0].memory.content, older.memory.content):
+                    if not self.policy.same_slot_value(key[0], older.memory.content, newest):
                         older.reason = "conflict"
                         conflicts += 1
                 continue

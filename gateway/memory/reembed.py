@@ -93,9 +93,19 @@ async def _flush(pending: list[tuple[bytes, dict[bytes, bytes], int]], memories:
     if not pending:
         return 0
     embedder = memories.embedder
-    found = [memories.settled(Memory.from_hash(raw)) for _, raw, _ in pending]
+    found = [Memory.from_hash(raw) for _, raw, _ in pending]
+    unsettled = {m.id for m in found if not m.applies}
+    found = [memories.settled(memory) for memory in found]
     vectors = await embedder.embed([memory.content for memory in found])
     typical = await memories.typicality.encoded(vectors)
+    like = memories.resemblance
+    if unsettled:  # memories from before applies existed: settled as a write would be
+        await like.prepare()
+        for memory, vector in zip(found, vectors, strict=True):
+            if memory.id in unsettled:
+                memory.applies = like.applies(
+                    vector, memory.type, memory.slot, memory.scope, memory.applies
+                )
     moved = 0
     for (old_key, raw, ttl_ms), memory, vector, typicality in zip(
         pending, found, vectors, typical, strict=True

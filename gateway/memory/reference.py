@@ -7,7 +7,7 @@ come from the gateway's own embedder (of the memories' model), so they are embed
 time: once per process and basis (the model and the texts), by the first caller that needs
 them, however many callers wait at once. If the embedder fails on them, the caller goes on
 without them, and they are not asked for again for a minute, so a failing upstream costs a
-write one failed call at most.
+write one failed call per set of texts at most.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ and across languages, as the multilingual encoder does for recall.
 
 Only a memory whose writer did not say how it applies is judged so, and only one without a
 one-valued slot: such a slot names a fact about the user's world (their editor, their city),
-which is never an instruction however it is worded. The examples are embedded once per process
+which is never an instruction however it is worded. A many-valued slot may be named by a
+wish too ("Python 代码记得加类型注解"). The examples are embedded once per process
 (``gateway.memory.reference``); until they are at hand, or when the embedder fails on them,
 the rules' answer stands.
 """
@@ -17,10 +18,13 @@ the rules' answer stands.
 from __future__ import annotations
 
 import numpy as np
+import structlog
 
 from gateway.memory.embed import Embedder
 from gateway.memory.policy import Policy
 from gateway.memory.reference import ReferenceTexts
+
+log = structlog.get_logger("memgate")
 
 
 class Resemblance:
@@ -65,6 +69,21 @@ class Resemblance:
         if examples is None or not self.considers(memory_type, slot, scope, applies):
             return applies
         return "always" if self.reads_standing(np.asarray(vector) @ examples.T) else applies
+
+    async def judge(
+        self, text: str, memory_type: str, slot: str | None, scope: str, applies: str
+    ) -> str | None:
+        """How a memory of ``text`` that the rules judged ``applies`` applies, embedding the
+        text when resemblance may decide; None when the embedder failed (undecided)."""
+        if not self.considers(memory_type, slot, scope, applies):
+            return applies
+        await self.prepare()
+        try:
+            (vector,) = await self.reference.embedder.embed([text])
+        except Exception as exc:
+            log.warning("resemblance_not_judged", error=type(exc).__name__)
+            return None
+        return self.applies(vector, memory_type, slot, scope, applies)
 
     def reads_standing(self, sims: np.ndarray) -> bool:
         """The decision on one memory's similarities to the examples (standing ones first)."""

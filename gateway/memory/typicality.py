@@ -34,7 +34,6 @@ class Typicality:
     """One process's typicality for one embedder and policy."""
 
     def __init__(self, embedder: Embedder, policy: Policy) -> None:
-        self.embedder = embedder
         self.spec = policy.recall.typicality
         self.reference = ReferenceTexts(
             embedder, self.spec.requests, "typicality", salt=str(self.spec.neighbours)
