@@ -356,7 +356,7 @@ class Recaller:
             query_topics,
             frozenset(memory_topics),
             frozenset(words.split()),
-            names_in(own) - self.policy.vocabulary,
+            names_in(own) - self.policy.vocabulary if spec.relevance.shared_name else frozenset(),
             self.clock.monotonic(),
             bool(by_topic),
         )
