@@ -25,6 +25,8 @@ pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ME = Identity("t", "u", "blog", "on", "tr_sel", task="work")
+# the same user asking outside any project: the user's life is judged on every link
+LIFE = Identity("t", "u", None, "on", "tr_life")
 _ids = count()
 
 
@@ -160,12 +162,42 @@ def test_one_incidental_shared_word_is_not_relevance(policy: Policy) -> None:
         5.0,
         0.3,
     )
-    assert first_failure(pet, policy, ME, NOW, frozenset({"python", "json", "read"})) == "threshold"
+    assert (
+        first_failure(pet, policy, LIFE, NOW, frozenset({"python", "json", "read"})) == "threshold"
+    )
     assert pet.shared_terms == 1
     # a topic shared with the request is relevance enough, whatever the words
     allergy = topical("I'm allergic to peanuts", 0.1, vector=bar.topic_min_similarity)
     allergy.topics = ("food",)
-    assert first_failure(allergy, policy, ME, NOW, frozenset({"dinner", "menu"})) is None
+    assert first_failure(allergy, policy, LIFE, NOW, frozenset({"dinner", "menu"})) is None
+
+
+def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy) -> None:
+    """A recipe app's code is "about" food; a nut allergy does not matter to its pages."""
+    bar = policy.recall.relevance
+    assert bar.meaning_only_in_projects
+
+    def allergy(vector: float) -> Candidate:
+        cand = topical("My husband has a tree nut allergy", 0.2, vector=vector)
+        cand.topics = ("food",)
+        return cand
+
+    words = frozenset({"recipe", "page", "field"})
+    assert first_failure(allergy(0.1), policy, LIFE, NOW, words) is None
+    assert first_failure(allergy(0.1), policy, ME, NOW, words) == "threshold"
+    assert first_failure(allergy(bar.similarity), policy, ME, NOW, words) is None
+    # the project's own memories are not the user's life: scope already chose them
+    stack = topical(
+        "Recipes are stored as Markdown", 0.2, vector=0.1, scope="project", project_id="blog"
+    )
+    stack.topics = ("food",)
+    assert first_failure(stack, policy, ME, NOW, words) is None
+    # an overlay can turn it off
+    either = bar.model_copy(update={"meaning_only_in_projects": False})
+    off = policy.model_copy(
+        update={"recall": policy.recall.model_copy(update={"relevance": either})}
+    )
+    assert first_failure(allergy(0.1), off, ME, NOW, words) is None
 
 
 def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> None:
@@ -181,10 +213,10 @@ def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> N
         return cand
 
     words = frozenset({"sort", "dicts"})
-    assert first_failure(pet(between, off_topic=False), policy, ME, NOW, words) is None
-    assert first_failure(pet(between, off_topic=True), policy, ME, NOW, words) == "threshold"
+    assert first_failure(pet(between, off_topic=False), policy, LIFE, NOW, words) is None
+    assert first_failure(pet(between, off_topic=True), policy, LIFE, NOW, words) == "threshold"
     close = pet(bar.off_topic_similarity, off_topic=True)
-    assert first_failure(close, policy, ME, NOW, words) is None
+    assert first_failure(close, policy, LIFE, NOW, words) is None
     assert close.to_trace()["off_topic"] is True
 
 
@@ -197,11 +229,11 @@ def test_a_memory_about_other_topics_linked_by_one_word_is_not_relevant(policy: 
     words = frozenset({"python", "list", "tuple"})
     pet = Candidate(memory("我家养了条球蟒，英文叫 ball python"), high, 80.0, 0.5)
     pet.off_topic = True
-    assert first_failure(pet, policy, ME, NOW, words) == "threshold"
+    assert first_failure(pet, policy, LIFE, NOW, words) == "threshold"
     assert pet.shared_terms == 1
     unlinked = Candidate(memory("我家养了条球蟒"), high, 0.0, 0.5)
     unlinked.off_topic = True
-    assert first_failure(unlinked, policy, ME, NOW, words) is None
+    assert first_failure(unlinked, policy, LIFE, NOW, words) is None
 
 
 def test_the_off_topic_bar_is_never_below_the_plain_one(policy: Policy) -> None:
@@ -260,17 +292,19 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     leo.off_topic, leo.text = True, 3.0
     asked = names("What would be a good birthday present for Leo?")
     assert asked == {"leo"}
-    assert first_failure(leo, policy, ME, NOW, frozenset({"leo", "present"}), asked) is None
+    assert first_failure(leo, policy, LIFE, NOW, frozenset({"leo", "present"}), asked) is None
     assert leo.shared_name and leo.to_trace()["shared_name"] is True
     # the same memory without the name in the request: one shared word is not enough
     leo.shared_name = False
-    assert first_failure(leo, policy, ME, NOW, frozenset({"leo", "present"})) == "threshold"
+    assert first_failure(leo, policy, LIFE, NOW, frozenset({"leo", "present"})) == "threshold"
 
     pet = topical("My pet is Monty, a ball python", 0.3, vector=0.1)
     pet.memory.topics = ["pets"]
     pet.off_topic, pet.text = True, 3.0
     asked = names("How do I read a JSON file in Python?")
     assert asked == {"python"}
-    assert first_failure(pet, policy, ME, NOW, frozenset({"python", "json"}), asked) == "threshold"
+    assert (
+        first_failure(pet, policy, LIFE, NOW, frozenset({"python", "json"}), asked) == "threshold"
+    )
     assert "java" in policy.vocabulary and "python" in policy.vocabulary
     assert names("Sure, I'm in") == frozenset()  # "I'm" is no name

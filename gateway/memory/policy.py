@@ -517,6 +517,11 @@ class RelevanceSpec(_Model):
     # word both write capitalised away from a sentence's start) is relevant unless its
     # meaning is opposed (topic_min_similarity)
     shared_name: bool = False
+    # In a request naming a project, a memory of the user's life (global scope) is relevant
+    # on its meaning alone (``similarity``): the request's words there describe what the
+    # project is about (a recipe app is "about" food), not the user, so a shared topic, word
+    # or name says nothing of whether a nut allergy matters to a page layout.
+    meaning_only_in_projects: bool = False
 
 
 class LaneSpec(_Model):

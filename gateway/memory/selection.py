@@ -120,7 +120,9 @@ def first_failure(
         return "scope"
     if not policy.has_source(m.source) or not policy.source(m.source).recall:
         return "source"
-    if cand.lane == TOPICAL and not relevant(cand, policy.recall, terms, names):
+    if cand.lane == TOPICAL and not relevant(
+        cand, policy.recall, terms, names, in_project=bool(ident.project_id)
+    ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
         return "superseded"
@@ -128,7 +130,12 @@ def first_failure(
 
 
 def relevant(
-    cand: Candidate, spec: RecallSpec, terms: frozenset[str], names: frozenset[str] = frozenset()
+    cand: Candidate,
+    spec: RecallSpec,
+    terms: frozenset[str],
+    names: frozenset[str] = frozenset(),
+    *,
+    in_project: bool = False,
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated.
@@ -141,6 +148,9 @@ def relevant(
     of texts about different things.
     """
     bar = spec.relevance
+    if in_project and bar.meaning_only_in_projects and cand.memory.scope == "global":
+        # the request's words describe the project, not the user (RelevanceSpec)
+        return cand.vector >= bar.similarity
     if bar.shared_name and names and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
         # a name both write as one ("Leo", "Toronto"): the memory is about whom or where
         # the request is, whatever else either is about
