@@ -297,6 +297,23 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     # the same memory without the name in the request: one shared word is not enough
     leo.shared_name = False
     assert first_failure(leo, policy, LIFE, NOW, frozenset({"leo", "present"})) == "threshold"
+    # a request opening with the name: a name because the memory writes it mid-sentence
+    opening = "Leo has a book report due. What should I get him?"
+    assert names(opening) == frozenset() and "leo" in names(opening, at_start=True)
+    lead = names(opening, at_start=True) - names(opening)
+    words = frozenset({"leo", "book", "report"})
+    assert first_failure(leo, policy, LIFE, NOW, words, frozenset(), lead) is None
+    assert leo.shared_name
+    # ... but a word opening both texts says nothing ("Write", "Help" open many)
+    hiking = topical("Hiking in the Alps is what I love most", 0.3, vector=0.1)
+    hiking.memory.topics = ["outings"]
+    hiking.off_topic, hiking.text = True, 3.0
+    boots = "Hiking boots for a wet winter, which ones?"
+    lead = names(boots, at_start=True) - names(boots)
+    assert lead == {"hiking"}
+    assert first_failure(hiking, policy, LIFE, NOW, frozenset({"hiking"}), frozenset(), lead) == (
+        "threshold"
+    )
 
     pet = topical("My pet is Monty, a ball python", 0.3, vector=0.1)
     pet.memory.topics = ["pets"]

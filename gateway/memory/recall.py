@@ -93,6 +93,9 @@ class _Searches:
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
     query_names: frozenset[str]  # names the request writes capitalised (textsearch.names)
+    # capitalised words opening the request's sentences: names only if a memory writes them
+    # capitalised inside a sentence ("Leo has a book report" and "My son Leo is dyslexic")
+    query_leading: frozenset[str]
     embedded_at: float
     topic_clause: bool  # whether the keyword search also found memories by topic
 
@@ -248,7 +251,8 @@ class Recaller:
         ]
         terms = searches.query_terms if searches else frozenset()
         names = searches.query_names if searches else frozenset()
-        await self._check(result, ident, now, terms, names)
+        leading = searches.query_leading if searches else frozenset()
+        await self._check(result, ident, now, terms, names, leading)
         self._select(result, model)
         t_filter = clock.monotonic()
         result.timings_ms = {
@@ -326,6 +330,9 @@ class Recaller:
         spec = self.policy.recall
         own = own_words(text)
         query_topics = topics_of(own, self.policy)
+        asked = (
+            names_in(own) - self.policy.vocabulary if spec.relevance.shared_name else frozenset()
+        )
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
@@ -356,7 +363,10 @@ class Recaller:
             query_topics,
             frozenset(memory_topics),
             frozenset(words.split()),
-            names_in(own) - self.policy.vocabulary if spec.relevance.shared_name else frozenset(),
+            asked,
+            names_in(own, at_start=True) - asked - self.policy.vocabulary
+            if spec.relevance.shared_name
+            else frozenset(),
             self.clock.monotonic(),
             bool(by_topic),
         )
@@ -413,10 +423,11 @@ class Recaller:
         now: datetime,
         terms: frozenset[str],
         names: frozenset[str],
+        leading: frozenset[str],
     ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
-            cand.reason = first_failure(cand, self.policy, ident, now, terms, names)
+            cand.reason = first_failure(cand, self.policy, ident, now, terms, names, leading)
             if cand.reason is None:
                 alive.append(cand)
         result.conflicts = await self._resolve_conflicts(alive, ident)

@@ -109,10 +109,13 @@ def first_failure(
     now: datetime,
     terms: frozenset[str],
     names: frozenset[str] = frozenset(),
+    leading: frozenset[str] = frozenset(),
 ) -> str | None:
     """The first check ``cand`` fails (its drop reason), or None. ``terms`` and ``names``:
-    the request's content words and names. Conflicts and sensitivity are judged by the
-    recaller afterwards; a paused user's recall never gets here."""
+    the request's content words and names; ``leading``: capitalised words opening its
+    sentences, names only where a memory writes them capitalised too. Conflicts and
+    sensitivity are judged by the recaller afterwards; a paused user's recall never gets
+    here."""
     m = cand.memory
     if m.expires_at is not None and m.expires_at <= now:
         return "expired"
@@ -121,7 +124,7 @@ def first_failure(
     if not policy.has_source(m.source) or not policy.source(m.source).recall:
         return "source"
     if cand.lane == TOPICAL and not relevant(
-        cand, policy.recall, terms, names, in_project=bool(ident.project_id)
+        cand, policy.recall, terms, names, leading, in_project=bool(ident.project_id)
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -134,6 +137,7 @@ def relevant(
     spec: RecallSpec,
     terms: frozenset[str],
     names: frozenset[str] = frozenset(),
+    leading: frozenset[str] = frozenset(),
     *,
     in_project: bool = False,
 ) -> bool:
@@ -151,10 +155,21 @@ def relevant(
     if in_project and bar.meaning_only_in_projects and cand.memory.scope == "global":
         # the request's words describe the project, not the user (RelevanceSpec)
         return cand.vector >= bar.similarity
-    if bar.shared_name and names and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
+    if (
+        bar.shared_name
+        and (names or leading)
+        and cand.text > 0
+        and cand.vector >= bar.topic_min_similarity
+    ):
         # a name both write as one ("Leo", "Toronto"): the memory is about whom or where
-        # the request is, whatever else either is about
-        cand.shared_name = bool(names & names_in(cand.memory.content, at_start=True))
+        # the request is, whatever else either is about. A word opening a sentence of the
+        # request ("Leo has a book report") is one only where the memory writes it
+        # capitalised inside a sentence ("My son Leo is dyslexic"); a memory opening with
+        # it does not say ("Write" and "Help" open both).
+        content = cand.memory.content
+        cand.shared_name = bool(
+            names & names_in(content, at_start=True) or leading & names_in(content)
+        )
         if cand.shared_name:
             return True
     if cand.off_topic:
