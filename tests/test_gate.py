@@ -218,6 +218,18 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Always answer in English", "language"),
         ("我叫李雷", "name"),
         ("I like hiking", None),
+        # notes typed without a subject, and other everyday wordings
+        ("Live in Bristol, Bishopston", "location"),
+        ("住在南京鼓楼", "location"),
+        ("Finally done with the move, we're in Austin now!", "location"),
+        ("Actually everybody calls me Bobby, use that from now on", "name"),
+        ("大家都叫我老周", "name"),
+        ("医生叫我少吃盐", None),
+        ("use km not miles please", "units"),
+        ("For recipes give me cups and ounces, I don't own a scale", "units"),
+        ("talk to me casually like a mate, not like a customer service bot", "tone"),
+        ("Explain things like I'm a junior dev, don't assume I know git internals", "tone"),
+        ("Ruby won't touch anything with tomatoes in it", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -94,6 +94,10 @@ def test_how_a_memory_applies_by_default(
 # that mention the same words without being such an instruction.
 STANDING_IN_OTHER_WORDS = [
     "Please reply in Spanish from now on",
+    "Warm is good but not cheesy. I hate over-the-top sentimental stuff",
+    "写东西别太煽情",
+    "use km not miles please",
+    "Actually everybody calls me Bobby, use that from now on",
     "I'd like all your answers in German",
     "Use British spelling",
     "I prefer answers with concrete examples",
@@ -139,6 +143,8 @@ STANDING_IN_OTHER_WORDS = [
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
+    "My grandmother loves sentimental old films",
+    "医生叫我少吃盐",
     "我儿子有阅读障碍",
     "I work with dates and figures in Excel",
     "I had a 12-hour shift yesterday",
@@ -340,6 +346,26 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # a night shift keeps one awake; a food allergy does not
         ("I work night shifts at the hospital", "sleep", "food"),
         ("我对花生过敏", "food", "sleep"),
+        # conditions and medicines by name, and what they matter to
+        ("Prone to Achilles tendinopathy flare-ups on my right side", "health", "food"),
+        ("I'm on warfarin for atrial fibrillation", "health", "coding"),
+        ("最近在控糖，医生说我血糖有点高", "food", "work"),
+        ("Can you suggest some stretches for tight hamstrings?", "fitness", "food"),
+        ("Can you give me a daily practice routine for scales and arpeggios?", "music", "fitness"),
+        ("Slugs are shredding my hostas. What actually works?", "garden", "food"),
+        ("I keep waking up at 3am and can't fall back asleep", "sleep", "food"),
+        ("Any ideas to boost sales this month? I'm stuck at around 70 total.", "business", "food"),
+        ("How do I set up a keybinding that runs the test under my cursor?", "coding", "travel"),
+        ("How much water should I drink on a 4-hour ride in summer?", "fitness", "vehicles"),
+        ("Any tips for parallel parking in tight city spots?", "vehicles", "fitness"),
+        ("which running shoes should I be looking at?", "fitness", "coding"),
+        ("When's a good time to plant tomatoes outside?", "garden", "health"),
+        ("Mia is turning 10 and is completely horse-obsessed", "child", "pets"),
+        ("Got a rescue greyhound called Pip last month", "pets", "coding"),
+        # where the user is for now is where "local" and "nearby" are
+        ("In Seoul this week, staying near Hongdae", "place", "coding"),
+        ("接下来两周在云南元阳，专门拍梯田", "place", "food"),
+        ("下周要去成都开三天会", "travel", "work"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -942,6 +968,13 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("I am making a cake with 2kg of flour", "fitness"),
         ("帮我规划一下下周五天的晚餐", "friday"),
         ("My tomatoes got blight again", "food"),
+        ("My dog Biscuit is a 4 year old golden retriever", "child"),
+        ("how hot does a car engine get when it's running normally?", "fitness"),
+        ("I code in Rust until midnight", "place"),
+        ("I work in Python for a living", "place"),
+        ("我还有一只猫叫芝麻，两岁", "food"),
+        ("Recommend a weekly workout routine, I've got about 4 hours a week", "work"),
+        ("Ruby won't touch anything with tomatoes in it", "coding"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(

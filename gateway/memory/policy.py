@@ -366,13 +366,15 @@ class TopicSpec(_Model):
         return frozenset(k.lower() for k in self.keywords if _PLAIN_WORD.fullmatch(k.lower()))
 
     @cached_property
-    def _phrases(self) -> tuple[tuple[str, ...], re.Pattern[str]] | None:
-        """Other ASCII keywords: a substring pre-check, then the regex with boundaries."""
-        rest = [k for k in self.keywords if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower())]
-        if not rest:
-            return None
-        hints = tuple(dict.fromkeys(_hint(k) for k in rest))
-        return hints, re.compile("|".join(_keyword_regex(k) for k in rest), re.IGNORECASE)
+    def _phrases(self) -> dict[str, re.Pattern[str]]:
+        """Other ASCII keywords by their longest word: only the phrases whose word a text
+        holds (a substring check) are tried, with their boundaries (one alternation of every
+        phrase would be tried at each position of every text holding any of the words)."""
+        by_hint: dict[str, list[str]] = {}
+        for k in self.keywords:
+            if k.isascii() and not _PLAIN_WORD.fullmatch(k.lower()):
+                by_hint.setdefault(_hint(k), []).append(_keyword_regex(k))
+        return {h: re.compile("|".join(rs), re.IGNORECASE) for h, rs in by_hint.items()}
 
     @cached_property
     def _cjk(self) -> tuple[str, ...]:
@@ -388,16 +390,16 @@ class TopicSpec(_Model):
         found = plain_words(low) if words is None else words
         if found & self._words or any(k in text for k in self._cjk):
             return True
-        phrases = self._phrases
-        hinted = phrases is not None and any(h in low for h in phrases[0])
+        hinted = any(h in low for h in self._phrases)
         return self.matches_beyond_keywords(text, hinted=hinted, lowered=low)
 
     def matches_beyond_keywords(self, text: str, *, hinted: bool, lowered: str) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
         ``hinted``: the text holds the longest word of one of its phrases; ``lowered``: the
         text lower-cased, for the patterns' ``needs``."""
-        phrases = self._phrases
-        if hinted and phrases is not None and phrases[1].search(text):
+        if hinted and any(
+            phrase.search(text) for hint, phrase in self._phrases.items() if hint in lowered
+        ):
             return True
         return any(r.compiled.search(text) for r in self.patterns if r.tried_on(lowered))
 
@@ -813,7 +815,7 @@ class TopicKeywords:
                 by_word.setdefault(word, []).append(i)
             for keyword in topic._cjk:
                 by_char.setdefault(keyword[0], []).append((keyword, i))
-            for hint in topic._phrases[0] if topic._phrases else ():
+            for hint in topic._phrases:
                 hints.setdefault(hint, []).append(i)
 
         def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
