@@ -230,6 +230,12 @@ def test_time_comes_only_from_the_argument() -> None:
         ("talk to me casually like a mate, not like a customer service bot", "tone"),
         ("Explain things like I'm a junior dev, don't assume I know git internals", "tone"),
         ("Ruby won't touch anything with tomatoes in it", None),
+        ("Ruby is my main language", "programming_language"),
+        ("My mum calls me every night", None),
+        ("朋友叫我一起去爬山", None),
+        ("Living in fear of the deadline", None),
+        ("I've been so emotionally drained lately", None),
+        ("give me grams of protein per meal", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

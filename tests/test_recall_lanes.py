@@ -144,6 +144,8 @@ STANDING_IN_OTHER_WORDS = [
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
     "My grandmother loves sentimental old films",
+    "I hate cheesy rom-coms",
+    "这家菜太油腻了",
     "医生叫我少吃盐",
     "我儿子有阅读障碍",
     "I work with dates and figures in Excel",
@@ -972,9 +974,13 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("how hot does a car engine get when it's running normally?", "fitness"),
         ("I code in Rust until midnight", "place"),
         ("I work in Python for a living", "place"),
-        ("我还有一只猫叫芝麻，两岁", "food"),
-        ("Recommend a weekly workout routine, I've got about 4 hours a week", "work"),
-        ("Ruby won't touch anything with tomatoes in it", "coding"),
+        ("I code in Python until dinner", "place"),
+        ("这段时间在减肥", "place"),
+        ("Living in fear of the deadline", "place"),
+        ("Our cat Luna turns 3", "child"),
+        ("Dinner will be 6 people", "child"),
+        ("a 3 hour ride to the airport in a taxi", "fitness"),
+        ("I grew up outside London, growing up outside London was fun", "garden"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(

@@ -192,6 +192,16 @@ def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy
     )
     stack.topics = ("food",)
     assert first_failure(stack, policy, ME, NOW, words) is None
+    # ... and a memory about other topics still needs the closer bar there, one shared word
+    # never being enough ("My pet is a ball python" against a project's Python question)
+    pet = topical("My pet is a ball python named Monty", 0.3, vector=bar.similarity + 0.01)
+    pet.off_topic, pet.text = True, 5.0
+    python = frozenset({"python", "json", "read"})
+    assert first_failure(pet, policy, ME, NOW, python) == "threshold"
+    pet.reason, pet.text = None, 0.0
+    assert first_failure(pet, policy, ME, NOW, python) == "threshold"
+    pet.vector = max(bar.off_topic_similarity, bar.similarity)
+    assert first_failure(pet, policy, ME, NOW, python) is None
     # an overlay can turn it off
     either = bar.model_copy(update={"meaning_only_in_projects": False})
     off = policy.model_copy(
@@ -297,13 +307,18 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     # the same memory without the name in the request: one shared word is not enough
     leo.shared_name = False
     assert first_failure(leo, policy, LIFE, NOW, frozenset({"leo", "present"})) == "threshold"
-    # a request opening with the name: a name because the memory writes it mid-sentence
+    # a request opening with the name: a name because the memory writes it mid-sentence,
+    # with a meaning not unrelated ("Reading comprehension" and "We moved to Reading")
     opening = "Leo has a book report due. What should I get him?"
     assert names(opening) == frozenset() and "leo" in names(opening, at_start=True)
     lead = names(opening, at_start=True) - names(opening)
     words = frozenset({"leo", "book", "report"})
+    leo.vector = policy.recall.relevance.shared_terms_min_similarity
     assert first_failure(leo, policy, LIFE, NOW, words, frozenset(), lead) is None
     assert leo.shared_name
+    leo.vector = policy.recall.relevance.shared_terms_min_similarity - 0.01
+    assert first_failure(leo, policy, LIFE, NOW, words, frozenset(), lead) == "threshold"
+    assert not leo.shared_name
     # ... but a word opening both texts says nothing ("Write", "Help" open many)
     hiking = topical("Hiking in the Alps is what I love most", 0.3, vector=0.1)
     hiking.memory.topics = ["outings"]

@@ -153,8 +153,14 @@ def relevant(
     """
     bar = spec.relevance
     if in_project and bar.meaning_only_in_projects and cand.memory.scope == "global":
-        # the request's words describe the project, not the user (RelevanceSpec)
-        return cand.vector >= bar.similarity
+        # the request's words describe the project, not the user (RelevanceSpec): no topic,
+        # name or shared words link them, and a memory about other topics still needs the
+        # closer bar, with one shared word never enough
+        if not cand.off_topic:
+            return cand.vector >= bar.similarity
+        if cand.text > 0 and _shared_terms(cand, terms) < bar.shared_terms:
+            return False
+        return cand.vector >= max(bar.off_topic_similarity, bar.similarity)
     if (
         bar.shared_name
         and (names or leading)
@@ -167,8 +173,10 @@ def relevant(
         # capitalised inside a sentence ("My son Leo is dyslexic"); a memory opening with
         # it does not say ("Write" and "Help" open both).
         content = cand.memory.content
-        cand.shared_name = bool(
-            names & names_in(content, at_start=True) or leading & names_in(content)
+        cand.shared_name = bool(names & names_in(content, at_start=True)) or (
+            # a capitalised word opening a sentence is a weaker sign ("Reading" the town
+            # and "Reading comprehension"): the meanings must not be unrelated either
+            cand.vector >= bar.shared_terms_min_similarity and bool(leading & names_in(content))
         )
         if cand.shared_name:
             return True
