@@ -39,8 +39,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
-from gateway.memory.textsearch import names as names_in
-from gateway.memory.textsearch import search_text
+from gateway.memory.textsearch import Names, name_words, search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -330,9 +329,7 @@ class Recaller:
         spec = self.policy.recall
         own = own_words(text)
         query_topics = topics_of(own, self.policy)
-        asked = (
-            names_in(own) - self.policy.vocabulary if spec.relevance.shared_name else frozenset()
-        )
+        asked = name_words(own) if spec.relevance.shared_name else Names(frozenset(), frozenset())
         memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
@@ -363,10 +360,8 @@ class Recaller:
             query_topics,
             frozenset(memory_topics),
             frozenset(words.split()),
-            asked,
-            names_in(own, at_start=True) - asked - self.policy.vocabulary
-            if spec.relevance.shared_name
-            else frozenset(),
+            asked.inside - self.policy.vocabulary,
+            asked.opening - self.policy.vocabulary,
             self.clock.monotonic(),
             bool(by_topic),
         )

@@ -15,7 +15,7 @@ from gateway.memory import inject
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, RecallSpec
 from gateway.memory.records import Memory
-from gateway.memory.textsearch import names as names_in
+from gateway.memory.textsearch import name_words
 from gateway.memory.textsearch import tokens as text_tokens
 
 if TYPE_CHECKING:  # a type only: this module sends nothing to Redis
@@ -152,17 +152,12 @@ def relevant(
     of texts about different things.
     """
     bar = spec.relevance
-    if in_project and bar.meaning_only_in_projects and cand.memory.scope == "global":
-        # the request's words describe the project, not the user (RelevanceSpec): no topic,
-        # name or shared words link them, and a memory about other topics still needs the
-        # closer bar, with one shared word never enough
-        if not cand.off_topic:
-            return cand.vector >= bar.similarity
-        if cand.text > 0 and _shared_terms(cand, terms) < bar.shared_terms:
-            return False
-        return cand.vector >= max(bar.off_topic_similarity, bar.similarity)
+    # in a project the request's words describe the project, not the user (RelevanceSpec):
+    # no topic, name or shared words link a memory of the user's life to it
+    linked = not (in_project and bar.meaning_only_in_projects and cand.memory.scope == "global")
     if (
-        bar.shared_name
+        linked
+        and bar.shared_name
         and (names or leading)
         and cand.text > 0
         and cand.vector >= bar.topic_min_similarity
@@ -172,11 +167,11 @@ def relevant(
         # request ("Leo has a book report") is one only where the memory writes it
         # capitalised inside a sentence ("My son Leo is dyslexic"); a memory opening with
         # it does not say ("Write" and "Help" open both).
-        content = cand.memory.content
-        cand.shared_name = bool(names & names_in(content, at_start=True)) or (
+        written = name_words(cand.memory.content)
+        cand.shared_name = bool(names & (written.inside | written.opening)) or (
             # a capitalised word opening a sentence is a weaker sign ("Reading" the town
             # and "Reading comprehension"): the meanings must not be unrelated either
-            cand.vector >= bar.shared_terms_min_similarity and bool(leading & names_in(content))
+            cand.vector >= bar.shared_terms_min_similarity and bool(leading & written.inside)
         )
         if cand.shared_name:
             return True
@@ -188,9 +183,11 @@ def relevant(
             return False
         if cand.vector >= max(bar.off_topic_similarity, bar.similarity):
             return True
-        return cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity
+        return linked and cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity
     if cand.vector >= bar.similarity:
         return True
+    if not linked:
+        return False
     if cand.topics and cand.vector >= bar.topic_min_similarity:
         return True
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:

@@ -12,6 +12,7 @@ default stopwords with other terms (``@f:(and | in | units)`` takes the server d
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import rjieba  # type: ignore[import-not-found]
 
@@ -58,21 +59,35 @@ _NOT_NAMES = frozenset(
 )
 
 
-def names(text: str, *, at_start: bool = False) -> frozenset[str]:
-    """The names in ``text``, lowercased as ``tokens`` gives them: words written capitalised
-    (and not all in capitals) away from a sentence's start, or anywhere with ``at_start``
-    (for a memory, whose sentences often begin with one: "Lily has a nut allergy"; the
-    request it is matched with says which words are names). "Python" in a question is one,
-    "ball python" in a memory is not, so a name links two texts only where both write it
-    as one."""
-    found: set[str] = set()
-    skip = 0 if at_start else 1
+class Names(NamedTuple):
+    """The capitalised words of a text: ``inside`` a sentence (names: "Leo", "Toronto") and
+    ``opening`` one and nowhere else ("Leo has a book report", but also "Write" or "Help")."""
+
+    inside: frozenset[str]
+    opening: frozenset[str]
+
+
+def name_words(text: str) -> Names:
+    """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
+    gives them (and not all in capitals)."""
+    inside: set[str] = set()
+    opening: set[str] = set()
     for sentence in _SENTENCES.split(text):
-        for word in _WORD.findall(sentence)[skip:]:
+        for i, word in enumerate(_WORD.findall(sentence)):
             word = word.removesuffix("'s").removesuffix("’s")
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
-                found.add(word.lower())
-    return frozenset(found - _NOT_NAMES)
+                (opening if i == 0 else inside).add(word.lower())
+    return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
+
+
+def names(text: str, *, at_start: bool = False) -> frozenset[str]:
+    """The names in ``text``: words written capitalised away from a sentence's start, or
+    anywhere with ``at_start`` (for a memory, whose sentences often begin with one: "Lily has
+    a nut allergy"; the request it is matched with says which words are names). "Python" in
+    a question is one, "ball python" in a memory is not, so a name links two texts only
+    where both write it as one."""
+    found = name_words(text)
+    return found.inside | found.opening if at_start else found.inside
 
 
 def search_text(text: str) -> str:
