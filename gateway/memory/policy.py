@@ -390,13 +390,14 @@ class TopicSpec(_Model):
         found = plain_words(low) if words is None else words
         if found & self._words or any(k in text for k in self._cjk):
             return True
-        hinted = any(h in low for h in self._phrases)
-        return self.matches_beyond_keywords(text, hinted=hinted, lowered=low)
+        # each phrase is tried only where its word stands (matches_beyond_keywords)
+        return self.matches_beyond_keywords(text, hinted=True, lowered=low)
 
     def matches_beyond_keywords(self, text: str, *, hinted: bool, lowered: str) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
-        ``hinted``: the text holds the longest word of one of its phrases; ``lowered``: the
-        text lower-cased, for the patterns' ``needs``."""
+        ``hinted``: the text may hold the longest word of one of its phrases (False skips
+        them; each is tried only where its word stands); ``lowered``: the text lower-cased,
+        for the phrases' words and the patterns' ``needs``."""
         if hinted and any(
             phrase.search(text) for hint, phrase in self._phrases.items() if hint in lowered
         ):
