@@ -79,6 +79,12 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     "one_time zh confirmed": ("这个问题用英文回答", {"source": UC}, ONE_TIME, UC, None),
     "one_time curly apostrophe": ("let’s roleplay an interview", {}, ONE_TIME, US, None),
     "one_time full-width": ("ＫＥＥＰ ＩＴ ＳＨＯＲＴ ＴＨＩＳ ＴＩＭＥ", {}, ONE_TIME, US, None),
+    # "this time" of a trip is no instruction for this answer
+    "trip this time zh": ("国庆再去成都，这次住春熙路附近", {"type": "plan"}, (), US, 14),
+    "trip this time en": ("Seeing my parents in March, flying this time instead of the train",
+                          {"type": "plan"}, (), US, 14),
+    "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
+                                {"type": "plan"}, (), US, 14),
     "persistent zh": ("以后都用中文回答", {}, (), US, None),
     "persistent en": ("From now on, always answer in English", {}, (), US, None),
     # secrets are refused even when confirmed; contact details are fine

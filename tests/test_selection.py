@@ -340,3 +340,38 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     )
     assert "java" in policy.vocabulary and "python" in policy.vocabulary
     assert names("Sure, I'm in") == frozenset()  # "I'm" is no name
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("下周小美生日，帮我想几个礼物", {"小美"}),
+        ("我们组的小林下个月结婚", {"小林"}),  # a surname: a nickname though a word too
+        ("老周和阿杰周末去钓鱼", {"老周", "阿杰"}),
+        ("小心别摔了，老师说的", set()),  # words the dictionary knows
+        ("帮我把字号改小一点", set()),  # ends a word with the character before it
+        ("小朋友喜欢刷小红书吗", set()),  # begins a longer word
+        ("小二和小三", set()),  # numerals
+    ],
+)
+def test_chinese_nicknames_are_names(text: str, found: set[str]) -> None:
+    """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person."""
+    from gateway.memory.textsearch import names
+
+    assert names(text) == found
+
+
+def test_a_nickname_both_write_links_a_memory_to_the_request(policy: Policy) -> None:
+    """A colleague's taste reaches a present for her, by the nickname both texts use."""
+    from gateway.memory.textsearch import names
+
+    mei = topical("同事小美特别喜欢养多肉植物", 0.3, vector=0.12)
+    mei.memory.topics = ["garden", "work"]
+    mei.off_topic, mei.text = True, 0.5
+    words = frozenset({"小美", "礼物"})
+    asked = names("小美下个月生日，送什么礼物好？")
+    assert first_failure(mei, policy, LIFE, NOW, words, asked) is None and mei.shared_name
+    mei.shared_name = False
+    assert first_failure(mei, policy, LIFE, NOW, words, names("送同事什么礼物好？")) == (
+        "threshold"
+    )

@@ -59,6 +59,40 @@ _NOT_NAMES = frozenset(
 )
 
 
+# Chinese has no capitals; what marks a person there is a nickname: 小/老/阿 and one
+# character ("小美", "老周", "阿杰"). With a common surname it is one ("小林", "老王");
+# otherwise one the dictionary knows is a word ("小心", "老师", "阿姨"). Neither is one
+# where it begins a longer word ("小朋友", "小红书") or ends one with the character
+# before it ("改小一点").
+_NICKNAME = re.compile(r"[小老阿][\u4e00-\u9fff]")
+_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金廖贾夏韦付白邹孟熊秦邱尹薛闫段雷侯史陶黎贺顾毛郝龚邵钱"
+    "覃武戴莫孔"
+)
+_NUMERALS = frozenset("一二三四五六七八九十百千万两几")
+_UNLISTED_WORDS = frozenset({"小红书"})  # longer words the dictionary lacks
+
+
+def _nicknames(text: str) -> set[str]:
+    found: set[str] = set()
+    for m in _NICKNAME.finditer(text):
+        start, end = m.span()
+        nick = m.group()
+        if (
+            nick[1] in _NUMERALS
+            or (nick[1] not in _SURNAMES and rjieba.has_word(nick))
+            or any(
+                rjieba.has_word(longer) or longer in _UNLISTED_WORDS
+                for longer in (text[start : end + n] for n in (1, 2) if end + n <= len(text))
+            )
+            or (start > 0 and rjieba.has_word(text[start - 1 : start + 1]))
+        ):
+            continue
+        found.add(nick)
+    return found
+
+
 class Names(NamedTuple):
     """The capitalised words of a text: ``inside`` a sentence (names: "Leo", "Toronto") and
     ``opening`` one and nowhere else ("Leo has a book report", but also "Write" or "Help")."""
@@ -69,8 +103,9 @@ class Names(NamedTuple):
 
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
-    gives them (and not all in capitals)."""
-    inside: set[str] = set()
+    gives them (and not all in capitals); Chinese nicknames count as names inside a
+    sentence."""
+    inside: set[str] = _nicknames(text) if not text.isascii() else set()
     opening: set[str] = set()
     for sentence in _SENTENCES.split(text):
         for i, word in enumerate(_WORD.findall(sentence)):
