@@ -176,6 +176,7 @@ TOPICAL_WITH_THOSE_WORDS = [
     "我们公司的代码风格很乱",
     "超市的价格用人民币标",
     "我习惯24小时制的闹钟",
+    "我一般晚上九点以后才有空写代码",  # "after nine", not "from now on"
 ]
 
 
@@ -217,6 +218,10 @@ def test_every_live_plan_and_goal_is_on_the_agenda(policy: Policy) -> None:
     assert "agenda" in memory_topics("准备十月份的半马，每周要跑三次", policy, "goal", None)
     assert "agenda" in memory_topics("Dentist on Tuesday", policy, "plan", None)
     assert "agenda" not in memory_topics("我每周三练瑜伽", policy, "profile", None)
+    # a weekend habit is about what it does, a plan for Saturday is about the weekend too
+    habit = memory_topics("周末喜欢去看话剧", policy, "profile", None)
+    assert "weekend" not in habit and "outings" in habit
+    assert "weekend" in memory_topics("周六约了朋友去看话剧", policy, "plan", None)
     # on the agenda by its type alone, a plan is not about something else than the request
     assert "agenda" in policy.held_topics
 
@@ -368,6 +373,25 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("In Seoul this week, staying near Hongdae", "place", "coding"),
         ("接下来两周在云南元阳，专门拍梯田", "place", "food"),
         ("下周要去成都开三天会", "travel", "work"),
+        ("Off to Valencia on Friday for two weeks", "place", "coding"),
+        ("后天飞昆明玩五天", "place", "work"),
+        # a pet eating is the pet's business, not a question about the user's food
+        ("what can a rabbit eat besides hay?", "pets", "food"),
+        ("猫能吃酸奶吗", "pets", "food"),
+        ("I have really flat feet and overpronate", "health", "home"),
+        ("We rent a two-bed flat above a bakery", "home", "health"),
+        ("Any tips for a moving-day checklist?", "home", "coding"),
+        ("I shoot weddings on a Canon R6", "photography", "fitness"),
+        ("怎么拍好夜景？我用的是微单", "photography", "food"),
+        ("Help me write a best man speech", "speaking", "coding"),
+        ("下周要做项目答辩，有点紧张", "speaking", "food"),
+        ("I volunteer at a nursing home on Sundays", "parent", "health"),
+        ("我在做一个手工皂品牌", "business", "food"),
+        ("开了家小面馆，办的个体户执照", "business", "coding"),
+        ("我在准备 PMP 考试", "study", "work"),
+        ("Give me a 20-minute exercise plan for a hotel room", "fitness", "coding"),
+        ("a system design question about rate limiters", "coding", "study"),
+        ("how should I structure my mornings?", "agenda", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -490,6 +514,9 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         # where the user works, what they eat, who their partner is, what they drive
         ("I work at Shopify as a data engineer", "上个月跳槽去了字节，还是做数据", "global"),
         ("I work at Google on the Ads team", "Started my new job at Spotify last week", "global"),
+        ("I'm a nurse at St Mary's", "Began my new role this month, clinic manager", "global"),
+        # what to call the user, a Latin name in a Chinese sentence
+        ("Call me Rob", "以后叫我 Robert 就好", "global"),
         ("我吃素，蛋奶可以", "I started eating meat again, mostly chicken and fish", "global"),
         ("I'm fully vegan", "不再吃纯素了，现在就是不吃红肉", "global"),
         ("我男朋友叫阿杰", "和之前那个分了。现在男朋友叫Kevin", "global"),
@@ -907,6 +934,7 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         own_words("Translate this note to my landlord: the cat is ill"), policy
     )
     assert "pets" not in topics_of(own_words("帮我翻译：我的猫很可爱"), policy)
+    assert "food" not in topics_of(own_words("把这段话翻成英文：我们的蛋糕用的是本地奶油"), policy)
     # a time, an inch mark or an everyday "improve" or "edit" is not pasted text
     mornings = "How can I improve my mornings? I wake at 6:30 and need breakfast ideas for my kids."
     assert own_words(mornings) == mornings
@@ -981,6 +1009,14 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("Dinner will be 6 people", "child"),
         ("a 3 hour ride to the airport in a taxi", "fitness"),
         ("I grew up outside London, growing up outside London was fun", "garden"),
+        ("I do nights as a porter at the hospital", "health"),
+        ("我在医院上班，三班倒", "health"),
+        ("We took the kids to the aquarium", "pets"),
+        ("Try this exercise: reverse a linked list", "fitness"),
+        ("Speech recognition models for Mandarin", "speaking"),
+        ("Shooting hoops after work", "photography"),
+        ("I want to sand and oil a table this weekend", "outings"),
+        ("去公司加班待3天", "place"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(

@@ -57,7 +57,7 @@ _PASTED = re.compile(
     # (the instruction stays); not a time ("6:30") nor a word like "edit" or "improve"
     r"|(?P<ask>(?i:(?<![a-z])(?:rewrite|rephrase|paraphrase|translate|proofread|summari[sz]e|"
     r"polish)(?![a-z])[^:：\n.?!。？！]{0,60}(?<!\d)[:：](?!\d))"
-    r"|(?:翻译|改写|润色|校对|概括)[^:：\n。？！]{0,30}[:：])"
+    r"|(?:翻译|翻成|译成|改写|润色|校对|概括)[^:：\n。？！]{0,30}[:：])"
     # ... the rest of its line, or the paragraph that starts on the next line
     r"(?:[ \t]*[^\s][^\n]*|[ \t]*\n(?:[^\n]|\n(?![ \t]*\n))*)",
     re.DOTALL | re.MULTILINE,
