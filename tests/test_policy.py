@@ -664,3 +664,24 @@ def test_only_a_one_valued_slot_names_its_values() -> None:
     with pytest.raises(PolicyError) as info:
         parse_policy(overlay, "overlay.yaml")
     assert "slots[0].options: only a one-valued slot names its values" in str(info.value)
+
+
+def test_a_topics_unless_examples_must_match(tmp_path: Path) -> None:
+    """What keeps a text out of a topic is checked like the rest: its examples must match."""
+    old = "        examples: [老年狗吃什么狗粮比较好, 猫能吃酸奶吗]"
+    path, line = variant(tmp_path, old, "        examples: [老年狗吃什么狗粮比较好, 晚饭吃什么]")
+    assert re.search(
+        rf":{line}: topics\[\d+\]\.unless\[1\]\.examples\[1\]: the regex does not match it",
+        error_of(path),
+    )
+
+
+def test_a_topics_unless_keeps_a_text_out_whatever_else_matches(policy: Policy) -> None:
+    from gateway.memory.policy import topics_of
+
+    food = next(t for t in policy.topics if t.name == "food")
+    assert food.unless
+    for text in ("what can an older rabbit eat apart from hay?", "猫能吃酸奶吗"):
+        assert "food" not in topics_of(text, policy) and not food.matches(text)
+        assert "pets" in topics_of(text, policy)
+    assert "food" in topics_of("what should I eat tonight? my cat is asleep", policy)

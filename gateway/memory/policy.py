@@ -341,6 +341,9 @@ class TopicSpec(_Model):
     description: str = ""
     keywords: tuple[NonEmpty, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
+    # a text matching one of these is not about the topic whatever else matches: what a
+    # rabbit may eat is no question about the user's food
+    unless: tuple[RuleSpec, ...] = ()
     # requests of these topics are about a memory of this one too (a health condition
     # matters to a workout plan)
     reaches: tuple[Name, ...] = ()
@@ -387,11 +390,17 @@ class TopicSpec(_Model):
         plain ASCII words, see ``plain_words``) are computed once by a caller testing many
         topics."""
         low = text.lower() if lowered is None else lowered
+        if self.excluded(text, low):
+            return False
         found = plain_words(low) if words is None else words
         if found & self._words or any(k in text for k in self._cjk):
             return True
         # each phrase is tried only where its word stands (matches_beyond_keywords)
         return self.matches_beyond_keywords(text, hinted=True, lowered=low)
+
+    def excluded(self, text: str, lowered: str) -> bool:
+        """Whether one of ``unless`` matches the text (``lowered``: it lower-cased)."""
+        return any(r.compiled.search(text) for r in self.unless if r.tried_on(lowered))
 
     def matches_beyond_keywords(self, text: str, *, hinted: bool, lowered: str) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
@@ -866,6 +875,7 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
         for i, topic in enumerate(policy.topics)
         if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted, lowered=lowered))
         and (memory_type is None or not topic.types or memory_type in topic.types)
+        and not (topic.unless and topic.excluded(folded, lowered))
     ]
 
 
@@ -1329,10 +1339,11 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, slot_name in enumerate(topic.slots):
             if slot_name not in slot_names:
                 yield ("topics", i, "slots", j), f"unknown slot {slot_name!r}"
-        for j, rule in enumerate(topic.patterns):
-            problems = list(_check_rule(rule, ("topics", i, "patterns", j)))
-            ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
-            yield from problems
+        for key in ("patterns", "unless"):
+            for j, rule in enumerate(getattr(topic, key)):
+                problems = list(_check_rule(rule, ("topics", i, key, j)))
+                ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
+                yield from problems
     if not ok:
         return
     for i, topic in enumerate(policy.topics):
