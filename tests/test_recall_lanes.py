@@ -392,6 +392,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Give me a 20-minute exercise plan for a hotel room", "fitness", "coding"),
         ("a system design question about rate limiters", "coding", "study"),
         ("how should I structure my mornings?", "agenda", "coding"),
+        ("周末去水库钓鱼，用什么饵好？", "fishing", "food"),
+        ("Build me a 3000 yd swim practice for Monday", "fitness", "coding"),
+        ("what lunch will a 5yo and a 9yo both eat?", "child", "coding"),
+        ("出门五天，家里的猫怎么办", "travel", "food"),
+        ("卧室墙面刷什么漆好", "home", "food"),
+        ("black spot on my roses again", "garden", "health"),
+        ("便宜点的生日礼物推荐", "money", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -517,6 +524,11 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("I'm a nurse at St Mary's", "Began my new role this month, clinic manager", "global"),
         # what to call the user, a Latin name in a Chinese sentence
         ("Call me Rob", "以后叫我 Robert 就好", "global"),
+        # where the user lives, in a note of a few words or a clause of its own
+        ("我在杭州", "我现在在成都生活", "global"),
+        ("I live in Leeds", "Big news - moved down to Bristol with the kids", "global"),
+        # a thesis's reference style
+        ("The thesis uses Harvard referencing", "supervisor wants APA now, switching", "project"),
         ("我吃素，蛋奶可以", "I started eating meat again, mostly chicken and fish", "global"),
         ("I'm fully vegan", "不再吃纯素了，现在就是不吃红肉", "global"),
         ("我男朋友叫阿杰", "和之前那个分了。现在男朋友叫Kevin", "global"),
@@ -1017,6 +1029,11 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("Shooting hoops after work", "photography"),
         ("I want to sand and oil a table this weekend", "outings"),
         ("去公司加班待3天", "place"),
+        ("How do I get coffee out of a white shirt?", "food"),
+        ("我在美团送外卖，一天跑十个小时", "food"),
+        ("去公司这两天要交报告", "travel"),
+        ("allergic to wasp stings, I carry an EpiPen", "food"),
+        ("my cat Tofu is on a special renal diet", "food"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
