@@ -240,6 +240,10 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     # where one lives decides what grows, not which sofa to buy
     assert "place" in policy.topics_reaching(["garden"])
     assert "place" not in policy.topics_reaching(["furnishings"])
+    # ... and what to wear (a coat for a Harbin winter), as a condition does (feeling the
+    # cold); a home city does not reach every work request
+    assert {"place", "health"} <= policy.topics_reaching(["clothing"])
+    assert "place" not in policy.topics_reaching(["work"])
     # a memory about the user's husband does not reach a gift for their daughter; a memory
     # about any relative reaches a request about the whole family
     assert "partner" not in policy.topics_reaching(["child"])
