@@ -140,6 +140,7 @@ STANDING_IN_OTHER_WORDS = [
     "Use simplified Chinese, never traditional characters",
     "Explain things to me like I'm a complete beginner",
     "说话直接一点，不用客套",
+    "Explain tech stuff as if I'm not a developer",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -244,6 +245,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     # cold); a home city does not reach every work request
     assert {"place", "health"} <= policy.topics_reaching(["clothing"])
     assert "place" not in policy.topics_reaching(["work"])
+    # a pet matters to moving house; a family trip does not reach one child's homework
+    assert "pets" in policy.topics_reaching(["where_to_live"])
+    assert "family" not in policy.topics_reaching(["child"])
     # a memory about the user's husband does not reach a gift for their daughter; a memory
     # about any relative reaches a request about the whole family
     assert "partner" not in policy.topics_reaching(["child"])
@@ -403,6 +407,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("卧室墙面刷什么漆好", "home", "food"),
         ("black spot on my roses again", "garden", "health"),
         ("便宜点的生日礼物推荐", "money", "coding"),
+        ("I stream on Twitch most nights", "creator", "food"),
+        ("帮我写这期视频的简介", "creator", "food"),
+        ("need a new office chair, my back is killing me", "furnishings", "coding"),
+        ("any tips for jet lag after a long-haul flight?", "travel", "coding"),
+        ("We run a little florist on the high street", "business", "garden"),
+        ("第一周辅食怎么安排", "child", "coding"),
+        ("what should I set the heating to? the bills here are crazy", "place", "coding"),
+        ("周末想吃火锅，离我近点的", "place", "coding"),
+        ("阳台上种了几盆薄荷", "garden", "home"),
+        ("四月去郊外观鸟要带什么", "outings", "pets"),
+        ("家里的充电线老是被咬坏", "pets", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1038,6 +1053,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("去公司这两天要交报告", "travel"),
         ("allergic to wasp stings, I carry an EpiPen", "food"),
         ("my cat Tofu is on a special renal diet", "food"),
+        ("how do I get rid of ants in the kitchen?", "food"),
+        ("周末在家做饭，一家三口吃", "speaking"),  # 口吃 "stutter" inside 三口吃
+        ("有没有好玩点的桌游推荐", "outings"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
