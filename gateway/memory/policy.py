@@ -241,7 +241,13 @@ class RuleSpec(_Model):
 
     def tried_on(self, lowered: str) -> bool:
         """Whether the regex is worth trying on a text (lower-cased) by its ``needs``."""
-        return not self.needs or any(word in lowered for word in self.needs)
+        return self._needed is None or self._needed.search(lowered) is not None
+
+    @cached_property
+    def _needed(self) -> re.Pattern[str] | None:
+        # one search for any of the words (a substring each): the same test as looking
+        # for each in turn, without a Python step per word on every request
+        return re.compile("|".join(map(re.escape, self.needs))) if self.needs else None
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:
@@ -814,6 +820,10 @@ class TopicKeywords:
     by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
     by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
     hints: dict[str, tuple[int, ...]]  # a phrase's longest word -> topics
+    # ... the same by their first two characters (a lookup per position of a text, not a
+    # substring search per hint); a hint of one character is looked for as it is
+    hint_pairs: dict[str, tuple[tuple[str, int], ...]]
+    short_hints: tuple[tuple[str, int], ...]
 
     @staticmethod
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
@@ -831,7 +841,14 @@ class TopicKeywords:
         def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
             return {key: tuple(values) for key, values in index.items()}
 
-        return TopicKeywords(frozen(by_word), frozen(by_char), frozen(hints))
+        pairs: dict[str, list[tuple[str, int]]] = {}
+        short: list[tuple[str, int]] = []
+        for hint, at in hints.items():
+            for i in at:
+                (pairs.setdefault(hint[:2], []) if len(hint) > 1 else short).append((hint, i))
+        return TopicKeywords(
+            frozen(by_word), frozen(by_char), frozen(hints), frozen(pairs), tuple(short)
+        )
 
     def found(self, folded: str, words: frozenset[str]) -> set[int]:
         """Topics (by position) a plain or CJK keyword of which the text holds."""
@@ -845,18 +862,25 @@ class TopicKeywords:
     def hinted(self, lowered: str) -> set[int]:
         """Topics the longest word of one of whose phrases the lower-cased text holds (as a
         substring, as the phrase regexes may join words: "icecream")."""
-        hit: set[int] = set()
-        for hint, topics in self.hints.items():
-            if hint in lowered:
-                hit.update(topics)
+        hit = {i for hint, i in self.short_hints if hint in lowered}
+        _starting(self.hint_pairs, lowered, hit, width=2)
         return hit
 
 
-def _starting(index: dict[str, tuple[tuple[str, int], ...]], text: str, hit: set[int]) -> None:
-    """Adds the topics of the indexed strings found in ``text``, wherever they start."""
-    for at, char in enumerate(text):
-        if char in index:
-            hit.update(t for s, t in index[char] if t not in hit and text.startswith(s, at))
+def _starting(
+    index: dict[str, tuple[tuple[str, int], ...]], text: str, hit: set[int], width: int = 1
+) -> None:
+    """Adds the topics of the indexed strings found in ``text``, wherever they start;
+    ``index`` holds them by their first ``width`` characters."""
+    keys = (
+        enumerate(text)
+        if width == 1
+        else ((at, text[at : at + width]) for at in range(len(text) - width + 1))
+    )
+    for at, key in keys:
+        found = index.get(key)
+        if found:
+            hit.update(t for s, t in found if t not in hit and text.startswith(s, at))
 
 
 def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list[str]:
