@@ -85,6 +85,7 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
                           {"type": "plan"}, (), US, 14),
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
                                 {"type": "plan"}, (), US, 14),
+    "exam this time zh": ("这次期末想考进年级前十", {"type": "goal"}, (), US, 30),
     "persistent zh": ("以后都用中文回答", {}, (), US, None),
     "persistent en": ("From now on, always answer in English", {}, (), US, None),
     # secrets are refused even when confirmed; contact details are fine

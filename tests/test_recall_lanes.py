@@ -141,6 +141,7 @@ STANDING_IN_OTHER_WORDS = [
     "Explain things to me like I'm a complete beginner",
     "说话直接一点，不用客套",
     "Explain tech stuff as if I'm not a developer",
+    "说话别夹英文单词，我看不懂",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -178,6 +179,7 @@ TOPICAL_WITH_THOSE_WORDS = [
     "超市的价格用人民币标",
     "我习惯24小时制的闹钟",
     "我一般晚上九点以后才有空写代码",  # "after nine", not "from now on"
+    "I'm allergic to latex, so nitrile gloves only",  # latex, not LaTeX
 ]
 
 
@@ -248,6 +250,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     # a pet matters to moving house; a family trip does not reach one child's homework
     assert "pets" in policy.topics_reaching(["where_to_live"])
     assert "family" not in policy.topics_reaching(["child"])
+    assert "study" in policy.topics_reaching(["language_learning"])
     # a memory about the user's husband does not reach a gift for their daughter; a memory
     # about any relative reaches a request about the whole family
     assert "partner" not in policy.topics_reaching(["child"])
@@ -418,6 +421,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("阳台上种了几盆薄荷", "garden", "home"),
         ("四月去郊外观鸟要带什么", "outings", "pets"),
         ("家里的充电线老是被咬坏", "pets", "coding"),
+        ("give me a 6 week program for my snatch", "fitness", "coding"),
+        ("带孩子去苏州那天要带啥", "travel", "coding"),
+        ("我们家养了二十只羊", "pets", "coding"),
+        ("在工地上干活，包工头拖欠工资", "work", "coding"),
+        ("my hands are cracked from the cold", "health", "coding"),
+        ("我在成都春熙路附近开了家奶茶店", "business", "coding"),
+        ("When I'm in Kyoto, what should I eat?", "travel", "coding"),
+        ("每天走够一万步", "fitness", "coding"),
+        ("我还在哺乳期", "health", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -546,6 +558,7 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         # where the user lives, in a note of a few words or a clause of its own
         ("我在杭州", "我现在在成都生活", "global"),
         ("I live in Leeds", "Big news - moved down to Bristol with the kids", "global"),
+        ("我吃全素", "现在鱼和鸡蛋都开始吃了", "global"),
         # a thesis's reference style
         ("The thesis uses Harvard referencing", "supervisor wants APA now, switching", "project"),
         ("我吃素，蛋奶可以", "I started eating meat again, mostly chicken and fish", "global"),
@@ -1053,6 +1066,8 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("去公司这两天要交报告", "travel"),
         ("allergic to wasp stings, I carry an EpiPen", "food"),
         ("my cat Tofu is on a special renal diet", "food"),
+        ("第一步先装依赖", "fitness"),
+        ("give me a 4 week program for my deadlift", "coding"),
         ("how do I get rid of ants in the kitchen?", "food"),
         ("周末在家做饭，一家三口吃", "speaking"),  # 口吃 "stutter" inside 三口吃
         ("有没有好玩点的桌游推荐", "outings"),
