@@ -430,6 +430,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("When I'm in Kyoto, what should I eat?", "travel", "coding"),
         ("每天走够一万步", "fitness", "coding"),
         ("我还在哺乳期", "health", "coding"),
+        ("最近杨絮满天飞，出门怎么防护", "health", "travel"),
+        ("I need a formula on the Totals sheet that sums each month", "coding", "food"),
+        ("我是跑网约车的，一天开十个小时", "vehicles", "coding"),
+        ("饭后散步多久合适", "fitness", "coding"),
+        ("买不到郫县豆瓣，有什么调料能替代", "food", "coding"),
+        ("在日本大阪留学两年", "place", "coding"),
+        ("I have gout", "food", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1068,6 +1075,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("my cat Tofu is on a special renal diet", "food"),
         ("第一步先装依赖", "fitness"),
         ("give me a 4 week program for my deadlift", "coding"),
+        ("how do I get rid of fruit flies?", "travel"),
+        ("which baby formula for a 3 month old", "coding"),
+        ("我家橘猫叫大黄，特别能吃", "food"),
         ("how do I get rid of ants in the kitchen?", "food"),
         ("周末在家做饭，一家三口吃", "speaking"),  # 口吃 "stutter" inside 三口吃
         ("有没有好玩点的桌游推荐", "outings"),
