@@ -86,6 +86,7 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
                                 {"type": "plan"}, (), US, 14),
     "exam this time zh": ("这次期末想考进年级前十", {"type": "goal"}, (), US, 30),
+    "this time it is zh": ("换了份工作，这次是做运营", {"type": "profile"}, (), US, None),
     "persistent zh": ("以后都用中文回答", {}, (), US, None),
     "persistent en": ("From now on, always answer in English", {}, (), US, None),
     # secrets are refused even when confirmed; contact details are fine

@@ -437,6 +437,11 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("买不到郫县豆瓣，有什么调料能替代", "food", "coding"),
         ("在日本大阪留学两年", "place", "coding"),
         ("I have gout", "food", "coding"),
+        ("想在家做扬州炒饭，给个详细做法", "food", "coding"),
+        ("how do I rename a variable everywhere in a file?", "coding", "food"),
+        ("邻居半夜还在装修，怎么沟通", "sleep", "coding"),
+        ("在驾校练车，科目二总挂", "vehicles", "coding"),
+        ("岳母下周过来住一个月", "food", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
