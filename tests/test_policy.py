@@ -374,13 +374,25 @@ def test_mining_rule_names_are_unique(tmp_path: Path) -> None:
     )
 
 
-def test_mining_rule_example_must_match(tmp_path: Path) -> None:
-    old = "      examples: [我在备考雅思, 我想学会游泳]"
-    path, line = variant(tmp_path, old, "      examples: [我在备考雅思, 我想去游泳]")
-    assert re.search(
-        rf":{line}: mining\.rules\[\d+\]\.examples\[1\]: the regex does not match it",
-        error_of(path),
-    )
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        (
+            "      examples: [我在备考雅思, 我想学会游泳]",
+            "      examples: [我在备考雅思, 我想去游泳]",
+            r"mining\.rules\[\d+\]\.examples\[1\]",
+        ),
+        # what keeps a text out of a topic is checked like the rest
+        (
+            "        examples: [老年狗吃什么狗粮比较好, 猫能吃酸奶吗]",
+            "        examples: [老年狗吃什么狗粮比较好, 晚饭吃什么]",
+            r"topics\[\d+\]\.unless\[1\]\.examples\[1\]",
+        ),
+    ],
+)
+def test_a_rules_examples_must_match(tmp_path: Path, old: str, new: str, where: str) -> None:
+    path, line = variant(tmp_path, old, new)
+    assert re.search(rf":{line}: {where}: the regex does not match it", error_of(path))
 
 
 def test_mining_rule_example_must_not_be_taken_by_an_earlier_rule(tmp_path: Path) -> None:
@@ -664,16 +676,6 @@ def test_only_a_one_valued_slot_names_its_values() -> None:
     with pytest.raises(PolicyError) as info:
         parse_policy(overlay, "overlay.yaml")
     assert "slots[0].options: only a one-valued slot names its values" in str(info.value)
-
-
-def test_a_topics_unless_examples_must_match(tmp_path: Path) -> None:
-    """What keeps a text out of a topic is checked like the rest: its examples must match."""
-    old = "        examples: [老年狗吃什么狗粮比较好, 猫能吃酸奶吗]"
-    path, line = variant(tmp_path, old, "        examples: [老年狗吃什么狗粮比较好, 晚饭吃什么]")
-    assert re.search(
-        rf":{line}: topics\[\d+\]\.unless\[1\]\.examples\[1\]: the regex does not match it",
-        error_of(path),
-    )
 
 
 def test_a_topics_unless_keeps_a_text_out_whatever_else_matches(policy: Policy) -> None:
