@@ -295,12 +295,12 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     """Leo the grandson reaches a present for Leo although the memory is about other things;
     a ball python does not reach Python, nor a cat called Java a question about Java (the
     recaller leaves the policy's own words out of the request's names)."""
-    from gateway.memory.textsearch import names
+    from gateway.memory.textsearch import name_words
 
     leo = topical("My grandson Leo is turning 6 and loves dinosaurs", 0.3, vector=0.1)
     leo.memory.topics = ["child"]
     leo.off_topic, leo.text = True, 3.0
-    asked = names("What would be a good birthday present for Leo?")
+    asked = name_words("What would be a good birthday present for Leo?").inside
     assert asked == {"leo"}
     assert first_failure(leo, policy, LIFE, NOW, frozenset({"leo", "present"}), asked) is None
     assert leo.shared_name and leo.to_trace()["shared_name"] is True
@@ -310,8 +310,8 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     # a request opening with the name: a name because the memory writes it mid-sentence,
     # with a meaning not unrelated ("Reading comprehension" and "We moved to Reading")
     opening = "Leo has a book report due. What should I get him?"
-    assert names(opening) == frozenset() and "leo" in names(opening, at_start=True)
-    lead = names(opening, at_start=True) - names(opening)
+    lead = name_words(opening).opening
+    assert name_words(opening).inside == frozenset() and "leo" in lead
     words = frozenset({"leo", "book", "report"})
     leo.vector = policy.recall.relevance.shared_terms_min_similarity
     assert first_failure(leo, policy, LIFE, NOW, words, frozenset(), lead) is None
@@ -324,7 +324,7 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     hiking.memory.topics = ["outings"]
     hiking.off_topic, hiking.text = True, 3.0
     boots = "Hiking boots for a wet winter, which ones?"
-    lead = names(boots, at_start=True) - names(boots)
+    lead = name_words(boots).opening
     assert lead == {"hiking"}
     assert first_failure(hiking, policy, LIFE, NOW, frozenset({"hiking"}), frozenset(), lead) == (
         "threshold"
@@ -333,13 +333,13 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     pet = topical("My pet is Monty, a ball python", 0.3, vector=0.1)
     pet.memory.topics = ["pets"]
     pet.off_topic, pet.text = True, 3.0
-    asked = names("How do I read a JSON file in Python?")
+    asked = name_words("How do I read a JSON file in Python?").inside
     assert asked == {"python"}
     assert (
         first_failure(pet, policy, LIFE, NOW, frozenset({"python", "json"}), asked) == "threshold"
     )
     assert "java" in policy.vocabulary and "python" in policy.vocabulary
-    assert names("Sure, I'm in") == frozenset()  # "I'm" is no name
+    assert name_words("Sure, I'm in").inside == frozenset()  # "I'm" is no name
 
 
 @pytest.mark.parametrize(
@@ -356,22 +356,22 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
 )
 def test_chinese_nicknames_are_names(text: str, found: set[str]) -> None:
     """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person."""
-    from gateway.memory.textsearch import names
+    from gateway.memory.textsearch import name_words
 
-    assert names(text) == found
+    assert name_words(text).inside == found
 
 
 def test_a_nickname_both_write_links_a_memory_to_the_request(policy: Policy) -> None:
     """A colleague's taste reaches a present for her, by the nickname both texts use."""
-    from gateway.memory.textsearch import names
+    from gateway.memory.textsearch import name_words
 
     mei = topical("同事小美特别喜欢养多肉植物", 0.3, vector=0.12)
     mei.memory.topics = ["garden", "work"]
     mei.off_topic, mei.text = True, 0.5
     words = frozenset({"小美", "礼物"})
-    asked = names("小美下个月生日，送什么礼物好？")
+    asked = name_words("小美下个月生日，送什么礼物好？").inside
     assert first_failure(mei, policy, LIFE, NOW, words, asked) is None and mei.shared_name
     mei.shared_name = False
-    assert first_failure(mei, policy, LIFE, NOW, words, names("送同事什么礼物好？")) == (
-        "threshold"
-    )
+    assert first_failure(
+        mei, policy, LIFE, NOW, words, name_words("送同事什么礼物好？").inside
+    ) == ("threshold")

@@ -396,13 +396,14 @@ class TopicSpec(_Model):
         plain ASCII words, see ``plain_words``) are computed once by a caller testing many
         topics."""
         low = text.lower() if lowered is None else lowered
-        if self.excluded(text, low):
-            return False
         found = plain_words(low) if words is None else words
-        if found & self._words or any(k in text for k in self._cjk):
-            return True
-        # each phrase is tried only where its word stands (matches_beyond_keywords)
-        return self.matches_beyond_keywords(text, hinted=True, lowered=low)
+        # each phrase is tried only where its word stands (matches_beyond_keywords); what
+        # ``unless`` names is left out once the topic matched, as topics_of does
+        return (
+            bool(found & self._words)
+            or any(k in text for k in self._cjk)
+            or self.matches_beyond_keywords(text, hinted=True, lowered=low)
+        ) and not self.excluded(text, low)
 
     def excluded(self, text: str, lowered: str) -> bool:
         """Whether one of ``unless`` matches the text (``lowered``: it lower-cased)."""
@@ -819,9 +820,9 @@ class TopicKeywords:
 
     by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
     by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
-    hints: dict[str, tuple[int, ...]]  # a phrase's longest word -> topics
-    # ... the same by their first two characters (a lookup per position of a text, not a
-    # substring search per hint); a hint of one character is looked for as it is
+    # a phrase's longest word and its topic, by the word's first two characters (a lookup
+    # per position of a text, not a substring search per hint); a hint of one character is
+    # looked for as it is
     hint_pairs: dict[str, tuple[tuple[str, int], ...]]
     short_hints: tuple[tuple[str, int], ...]
 
@@ -829,26 +830,20 @@ class TopicKeywords:
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
         by_word: dict[str, list[int]] = {}
         by_char: dict[str, list[tuple[str, int]]] = {}
-        hints: dict[str, list[int]] = {}
+        pairs: dict[str, list[tuple[str, int]]] = {}
+        short: list[tuple[str, int]] = []
         for i, topic in enumerate(topics):
             for word in topic._words:
                 by_word.setdefault(word, []).append(i)
             for keyword in topic._cjk:
                 by_char.setdefault(keyword[0], []).append((keyword, i))
             for hint in topic._phrases:
-                hints.setdefault(hint, []).append(i)
+                (pairs.setdefault(hint[:2], []) if len(hint) > 1 else short).append((hint, i))
 
         def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
             return {key: tuple(values) for key, values in index.items()}
 
-        pairs: dict[str, list[tuple[str, int]]] = {}
-        short: list[tuple[str, int]] = []
-        for hint, at in hints.items():
-            for i in at:
-                (pairs.setdefault(hint[:2], []) if len(hint) > 1 else short).append((hint, i))
-        return TopicKeywords(
-            frozen(by_word), frozen(by_char), frozen(hints), frozen(pairs), tuple(short)
-        )
+        return TopicKeywords(frozen(by_word), frozen(by_char), frozen(pairs), tuple(short))
 
     def found(self, folded: str, words: frozenset[str]) -> set[int]:
         """Topics (by position) a plain or CJK keyword of which the text holds."""

@@ -91,7 +91,7 @@ class _Searches:
     query_topics: list[str]
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
     query_terms: frozenset[str]
-    query_names: frozenset[str]  # names the request writes capitalised (textsearch.names)
+    query_names: frozenset[str]  # names inside the request's sentences (name_words)
     # capitalised words opening the request's sentences: names only if a memory writes them
     # capitalised inside a sentence ("Leo has a book report" and "My son Leo is dyslexic")
     query_leading: frozenset[str]

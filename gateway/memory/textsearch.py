@@ -104,7 +104,9 @@ class Names(NamedTuple):
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
     gives them (and not all in capitals); Chinese nicknames count as names inside a
-    sentence."""
+    sentence. "Python" in a question is a name, "ball python" in a memory is not, so a name
+    links two texts only where both write it as one; a memory's sentences often open with
+    one ("Lily has a nut allergy"), so there both kinds count."""
     inside: set[str] = _nicknames(text) if not text.isascii() else set()
     opening: set[str] = set()
     for sentence in _SENTENCES.split(text):
@@ -113,16 +115,6 @@ def name_words(text: str) -> Names:
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
                 (opening if i == 0 else inside).add(word.lower())
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
-
-
-def names(text: str, *, at_start: bool = False) -> frozenset[str]:
-    """The names in ``text``: words written capitalised away from a sentence's start, or
-    anywhere with ``at_start`` (for a memory, whose sentences often begin with one: "Lily has
-    a nut allergy"; the request it is matched with says which words are names). "Python" in
-    a question is one, "ball python" in a memory is not, so a name links two texts only
-    where both write it as one."""
-    found = name_words(text)
-    return found.inside | found.opening if at_start else found.inside
 
 
 def search_text(text: str) -> str:
