@@ -17,7 +17,14 @@ from gateway.errors import NotFound, WriteRefused
 from gateway.memory.embed import Embedder
 from gateway.memory.gate import Draft, GateDecision, check_write
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, derive_applies, memory_topics, says_change
+from gateway.memory.policy import (
+    Policy,
+    change_may_replace,
+    change_subjects,
+    derive_applies,
+    memory_topics,
+    says_change,
+)
 from gateway.memory.records import Memory, content_key, new_memory_id
 from gateway.memory.resemblance import Resemblance
 from gateway.memory.sensitivity import redact
@@ -207,20 +214,21 @@ class Memories:
         if not slot:
             if applies != "relevant" or not says_change(content, policy):
                 return []
-            bar, held = policy.conflict.change_similarity, policy.held_topics
-            keeps = policy.lasting_topics
-            topics = set(decision.topics) - held
-            if not topics or topics & keeps:
-                return []
+            bar = policy.conflict.change_similarity
+            subjects = change_subjects(decision.topics, policy)
             older = [
                 n
                 for n in neighbours
                 if n.similarity >= bar
-                and not n.memory.slot
-                and n.memory.applies != "always"
-                and n.memory.type == memory_type
-                and topics & set(n.memory.topics)
-                and not keeps & set(n.memory.topics)
+                and change_may_replace(
+                    subjects,
+                    memory_type,
+                    n.memory.type,
+                    n.memory.slot,
+                    n.memory.applies,
+                    n.memory.topics,
+                    policy,
+                )
             ]
             return [max(older, key=lambda n: n.similarity).memory] if older else []
         if slot in policy.one_valued_slots:

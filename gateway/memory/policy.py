@@ -64,6 +64,8 @@ __all__ = [
     "Tier",
     "TopicSpec",
     "TypeSpec",
+    "change_may_replace",
+    "change_subjects",
     "default_policy_path",
     "derive_applies",
     "derive_slot",
@@ -787,6 +789,37 @@ def says_change(text: str, policy: Policy) -> bool:
     """Whether the text says that something about the user changed (``ChangesSpec``)."""
     folded = normalize(text)
     return any(rule.compiled.search(folded) for rule in policy.changes.patterns)
+
+
+def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
+    """The subjects a change statement of ``topics`` may end an older memory about: its
+    worded topics, none if any is ``lasting`` (a condition outlasts a change of habit;
+    another person's facts are theirs)."""
+    worded = frozenset(topics) - policy.held_topics
+    return frozenset() if worded & policy.lasting_topics else worded
+
+
+def change_may_replace(
+    subjects: frozenset[str],
+    memory_type: str,
+    old_type: str,
+    old_slot: str | None,
+    old_applies: str | None,
+    old_topics: Sequence[str],
+    policy: Policy,
+) -> bool:
+    """Whether a change statement about ``subjects`` (``change_subjects``) of ``memory_type``
+    may replace an older memory: a topical one of the same type without a slot, about one
+    of those subjects and about no ``lasting`` topic. Which one it replaces is the caller's
+    measure (the most similar when written; the one recalled beside it)."""
+    return (
+        bool(subjects)
+        and not old_slot
+        and old_applies != "always"
+        and old_type == memory_type
+        and bool(subjects & set(old_topics))
+        and not policy.lasting_topics & set(old_topics)
+    )
 
 
 def standing_by_words(text: str, policy: Policy) -> bool:

@@ -26,10 +26,17 @@ from gateway.clock import Clock
 from gateway.memory import inject
 from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, topics_of
+from gateway.memory.policy import (
+    Policy,
+    change_may_replace,
+    change_subjects,
+    says_change,
+    topics_of,
+)
 from gateway.memory.records import Memory
 from gateway.memory.selection import (
     STANDING,
+    TOPICAL,
     Candidate,
     first_failure,
     in_scope,
@@ -471,6 +478,59 @@ class Recaller:
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1
+        return conflicts + await self._resolve_changes(alive, ident)
+
+    async def _resolve_changes(self, alive: list[Candidate], ident: Identity) -> int:
+        """A topical memory saying something changed ("moved the accounts over to Xero"),
+        recalled beside an older one it may replace ("we do the books in MYOB"), as
+        ``change_may_replace`` says, about a topic of this request: the older one is left
+        out. When written, a change replaces an older memory only if the two are close in
+        meaning, which two wordings of one subject, or two languages, often are not; here
+        the request they both answer is the evidence that they speak of the same thing.
+        Of several, the one closest in meaning to the change goes."""
+        policy = self.policy
+        conflicts = 0
+        for newer in sorted(alive, key=lambda c: when(c.memory), reverse=True):
+            m = newer.memory
+            if newer.reason is not None or newer.lane != TOPICAL or m.slot:
+                continue
+            subjects = change_subjects(m.topics, policy) & set(newer.topics)
+            if not subjects or not says_change(m.content, policy):
+                continue
+            older = [
+                c
+                for c in alive
+                if c.reason is None
+                and c.lane == TOPICAL
+                and when(c.memory) < when(m)
+                and change_may_replace(
+                    subjects & set(c.topics),
+                    m.type,
+                    c.memory.type,
+                    c.memory.slot,
+                    c.memory.applies,
+                    c.memory.topics,
+                    policy,
+                )
+            ]
+            if not older:
+                continue
+            if len(older) > 1:
+                vectors = await self.store.get_embeddings(
+                    ident.tenant, ident.user, [m.id, *(c.memory.id for c in older)]
+                )
+                own = vectors.get(m.id)
+                if own is not None:
+                    older.sort(
+                        key=lambda c: (
+                            float(np.dot(own, vectors[c.memory.id]))
+                            if c.memory.id in vectors
+                            else -1.0
+                        ),
+                        reverse=True,
+                    )
+            older[0].reason = "conflict"
+            conflicts += 1
         return conflicts
 
     def _select(self, result: RecallResult, model: str) -> None:
