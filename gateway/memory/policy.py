@@ -300,6 +300,10 @@ class SlotSpec(_Model):
     # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
     unless: tuple[RuleSpec, ...] = ()
     types: tuple[Name, ...] = ()
+    # When set, the only topics a memory of this slot takes from its words (besides the
+    # topics naming the slot): a job's trade is not the user's life ("UX designer at a
+    # health-tech startup" is no health fact, "line cook at Denny's" no food preference).
+    topics: tuple[Name, ...] | None = None
     # A one-valued slot's values by name, tried in order (diet: vegan, vegetarian, ...): a
     # newer memory replaces an older one only when the two do not name the same value, so
     # "I follow a raw vegan diet" and "I'm vegan, no honey either" both stand.
@@ -685,6 +689,9 @@ class Policy(_Model):
                 return spec
         raise KeyError(f"unknown slot {name!r}")
 
+    def has_slot(self, name: str) -> bool:
+        return any(spec.name == name for spec in self.slots)
+
     def topics_reaching(self, request_topics: list[str]) -> frozenset[str]:
         """Memory topics that matter to a request about ``request_topics``: the same ones,
         and those that reach one of them."""
@@ -932,9 +939,13 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
 
 
 def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
-    """A memory's topics: those of its words its type may hold, those naming its slot and
-    those its type always holds, in policy order."""
+    """A memory's topics: those of its words its type may hold (and its slot, if it limits
+    them, ``SlotSpec.topics``), those naming its slot and those its type always holds, in
+    policy order."""
     found = set(topics_of(text, policy, memory_type))
+    held = policy.slot(slot).topics if slot and policy.has_slot(slot) else None
+    if held is not None:
+        found &= set(held)
     return [
         t.name
         for t in policy.topics
@@ -1391,6 +1402,11 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, slot_name in enumerate(topic.slots):
             if slot_name not in slot_names:
                 yield ("topics", i, "slots", j), f"unknown slot {slot_name!r}"
+    topic_names = {t.name for t in policy.topics}
+    for i, slot in enumerate(policy.slots):
+        for j, name in enumerate(slot.topics or ()):
+            if name not in topic_names:
+                yield ("slots", i, "topics", j), f"unknown topic {name!r}"
         for key in ("patterns", "unless"):
             for j, rule in enumerate(getattr(topic, key)):
                 problems = list(_check_rule(rule, ("topics", i, key, j)))
