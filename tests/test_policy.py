@@ -687,3 +687,15 @@ def test_a_topics_unless_keeps_a_text_out_whatever_else_matches(policy: Policy) 
         assert "food" not in topics_of(text, policy) and not food.matches(text)
         assert "pets" in topics_of(text, policy)
     assert "food" in topics_of("what should I eat tonight? my cat is asleep", policy)
+
+
+def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
+    from gateway.memory.policy import derive_slot, memory_topics
+
+    for text in ("UX designer at a health-tech startup", "在一家制药公司做 HR"):
+        slot = derive_slot(text, policy, "profile")
+        assert slot == "job"
+        assert memory_topics(text, policy, "profile", slot) == ["work"]
+    # what the memory says beside the job keeps its topic
+    text = "I'm a freelancer so my income is pretty irregular month to month"
+    assert "money" in memory_topics(text, policy, "profile", derive_slot(text, policy, "profile"))

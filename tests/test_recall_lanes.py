@@ -597,6 +597,19 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("My team lead is Sarah", "Sarah走了，新组长是王磊", "global"),
         ("I'm single", "我上周订婚了", "global"),
         ("I'm on the keto diet", "Gave up keto; doing intermittent fasting instead", "global"),
+        ("我在吃生酮，碳水基本不碰", "生酮停了，医生让我正常吃饭，少油少盐就行", "global"),
+        ("love steak, I eat meat basically every day", "这个月开始吃全素了，蛋奶也不碰", "global"),
+        # an occupation in the words people use for one
+        ("在一家4A广告公司当文案", "上个月跳槽了，现在在一家游戏公司做用户运营", "global"),
+        (
+            "work as a dental hygienist",
+            "started as a pharmacy tech at CVS two weeks ago!",
+            "global",
+        ),
+        ("在工地绑钢筋，按天结钱", "工地活不干了，现在开滴滴，车是租的", "global"),
+        ("I work the day shift, 8 to 5", "这个月开始调夜班了，晚上十点干到早上六点", "global"),
+        ("Please call me Katherine", "honestly just Kat is fine", "global"),
+        ("I live in Leeds", "home is Adelaide now, Norwood area", "global"),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
@@ -643,6 +656,45 @@ async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new
     second = await service.create(ident, content=new, type="preference")
     assert second.superseded == []
     assert (await service.get(ident, first.memory.id)).status == "active"
+
+
+def test_a_change_recalled_beside_what_it_changed_leaves_that_out(gateway: Gateway) -> None:
+    me = User(gateway)
+    old = me.remember("we do the shop books in MYOB", type="profile")
+    new = me.remember(
+        "moved all the accounts over to Xero last month, learning curve", type="profile"
+    )
+    # too far apart in meaning for the write to tell they are one subject
+    assert memory(me, old)["status"] == "active"
+    raw = ask(
+        me, "A customer returned a rod and I refunded him: how do I put that through the books?"
+    )
+    assert me.injected(raw) == [new]
+    [dropped] = [c for c in me.trace(raw)["candidates"] if c["id"] == old]
+    assert dropped["reason"] == "conflict"
+
+
+def test_a_change_leaves_a_lasting_fact_beside_it(gateway: Gateway) -> None:
+    me = User(gateway)
+    allergy = me.remember("allergic to shellfish", type="profile")
+    cooking = me.remember("stopped eating out, I cook at home these days", type="profile")
+    raw = ask(me, "Plan me a week of simple dinners")
+    assert sorted(me.injected(raw)) == sorted([allergy, cooking])
+
+
+def test_a_sentence_to_translate_is_not_what_the_user_asks_about(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("下周三去做体检", type="plan")
+    raw = ask(me, "帮我把这句翻成英文：会议推迟到下周三下午两点")
+    assert me.injected(raw) == []
+
+
+def test_a_households_size_reaches_its_meals_and_its_car(gateway: Gateway) -> None:
+    me = User(gateway)
+    family = me.remember("we're a family of six, four kids all under 10", type="profile")
+    me.remember("I play five-a-side on Tuesdays", type="profile")
+    assert me.injected(ask(me, "Plan a cheap week of dinners for us")) == [family]
+    assert me.injected(ask(me, "帮我推荐几款车")) == [family]
 
 
 def test_format_rules_coexist(gateway: Gateway) -> None:

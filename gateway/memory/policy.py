@@ -303,6 +303,7 @@ class SlotSpec(_Model):
     # When set, the only topics a memory of this slot takes from its words (besides the
     # topics naming the slot): a job's trade is not the user's life ("UX designer at a
     # health-tech startup" is no health fact, "line cook at Denny's" no food preference).
+    # Names the policy has no topic of are passed over (an overlay may replace the topics).
     topics: tuple[Name, ...] | None = None
     # A one-valued slot's values by name, tried in order (diet: vegan, vegetarian, ...): a
     # newer memory replaces an older one only when the two do not name the same value, so
@@ -1402,11 +1403,6 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, slot_name in enumerate(topic.slots):
             if slot_name not in slot_names:
                 yield ("topics", i, "slots", j), f"unknown slot {slot_name!r}"
-    topic_names = {t.name for t in policy.topics}
-    for i, slot in enumerate(policy.slots):
-        for j, name in enumerate(slot.topics or ()):
-            if name not in topic_names:
-                yield ("slots", i, "topics", j), f"unknown topic {name!r}"
         for key in ("patterns", "unless"):
             for j, rule in enumerate(getattr(topic, key)):
                 problems = list(_check_rule(rule, ("topics", i, key, j)))

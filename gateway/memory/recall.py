@@ -366,7 +366,9 @@ class Recaller:
             asyncio.ensure_future(store.vector_hits(expr, vector, pool, large=large, load=True)),
             query_topics,
             frozenset(memory_topics),
-            frozenset(words.split()),
+            # the words shared with a memory are the request's own: a sentence to translate
+            # or a story to proofread is not what the user asks about
+            frozenset((words if own == text else search_text(own)).split()),
             asked.inside - self.policy.vocabulary,
             asked.opening - self.policy.vocabulary,
             self.clock.monotonic(),
@@ -492,7 +494,7 @@ class Recaller:
         conflicts = 0
         for newer in sorted(alive, key=lambda c: when(c.memory), reverse=True):
             m = newer.memory
-            if newer.reason is not None or newer.lane != TOPICAL or m.slot:
+            if newer.reason is not None or newer.lane != TOPICAL:
                 continue
             subjects = change_subjects(m.topics, policy) & set(newer.topics)
             if not subjects or not says_change(m.content, policy):
