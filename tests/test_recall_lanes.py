@@ -674,6 +674,13 @@ def test_a_change_recalled_beside_what_it_changed_leaves_that_out(gateway: Gatew
     assert dropped["reason"] == "conflict"
 
 
+def test_a_change_for_the_users_health_ends_a_habit(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("我不挑食，啥都能吃", type="profile")
+    new = me.remember("体检尿酸超标了，医生让我少碰海鲜内脏，啤酒也戒了", type="profile")
+    assert me.injected(ask(me, "晚上几个哥们来家里喝两杯，帮我想几个下酒菜")) == [new]
+
+
 def test_a_change_leaves_a_lasting_fact_beside_it(gateway: Gateway) -> None:
     me = User(gateway)
     allergy = me.remember("allergic to shellfish", type="profile")

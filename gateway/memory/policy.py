@@ -265,10 +265,10 @@ class ChangesSpec(_Model):
     """How a user says that something about them changed ("I no longer ...", "训练改成 ...").
     Such a topical memory replaces the most similar older topical memory of its scope and
     type that shares a topic with it (at least ``conflict.change_similarity`` close): the
-    newer wins on subjects no slot names (a training split, a hobby given up). Never when
-    either is about a ``lasting`` topic: "I stopped eating sugar" does not end "I'm
-    diabetic", nor "my husband quit smoking" his asthma. Texts in ``not_examples`` must
-    match no pattern."""
+    newer wins on subjects no slot names (a training split, a hobby given up). Never an
+    older one about a ``lasting`` topic ("I stopped eating sugar" does not end "I'm
+    diabetic"), nor by a change of someone else's (``others``: "my husband quit smoking").
+    Texts in ``not_examples`` must match no pattern."""
 
     patterns: tuple[RuleSpec, ...]
     not_examples: tuple[str, ...] = ()
@@ -366,6 +366,9 @@ class TopicSpec(_Model):
     # a memory about it is never ended by one that says something changed (ChangesSpec): a
     # condition outlasts a change of habit, and another person's facts are theirs
     lasting: bool = False
+    # about someone else (a child, a partner): what changed for them ends nothing of the
+    # user's ("my husband quit smoking" leaves "I smoke after dinner" as it was)
+    others: bool = False
     # memory types that hold this topic whatever their words: every live plan and goal is on
     # the user's agenda, so a request to plan the user's week meets each of them
     held_by: tuple[Name, ...] = ()
@@ -727,6 +730,11 @@ class Policy(_Model):
         return frozenset(t.name for t in self.topics if t.lasting)
 
     @cached_property
+    def others_topics(self) -> frozenset[str]:
+        """Topics about someone else, whose changes are theirs (``TopicSpec.others``)."""
+        return frozenset(t.name for t in self.topics if t.others)
+
+    @cached_property
     def held_topics(self) -> frozenset[str]:
         """Topics a memory holds by its type alone (``TopicSpec.held_by``), not its words."""
         return frozenset(t.name for t in self.topics if t.held_by)
@@ -801,10 +809,13 @@ def says_change(text: str, policy: Policy) -> bool:
 
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
     """The subjects a change statement of ``topics`` may end an older memory about: its
-    worded topics, none if any is ``lasting`` (a condition outlasts a change of habit;
-    another person's facts are theirs)."""
+    worded topics but ``lasting`` ones (which no change ends), none if it is about someone
+    else (``others``: their change is theirs). A change for the user's health ("啤酒也戒了")
+    may end a habit ("我不挑食，啥都能吃")."""
     worded = frozenset(topics) - policy.held_topics
-    return frozenset() if worded & policy.lasting_topics else worded
+    if worded & policy.others_topics:
+        return frozenset()
+    return worded - policy.lasting_topics
 
 
 def change_may_replace(
