@@ -209,7 +209,7 @@ class Memories:
         unless the two state the same value; in a many-valued one only those saying nearly
         the same thing. Without a slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
-        type that shares a topic with it, if close enough (``ChangesSpec``)."""
+        tier that shares a topic with it, if close enough (``ChangesSpec``)."""
         policy, slot = self.policy, decision.slot
         if not slot:
             if applies != "relevant" or not says_change(content, policy):

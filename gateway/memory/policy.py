@@ -264,7 +264,7 @@ class OneTimeSpec(_Model):
 class ChangesSpec(_Model):
     """How a user says that something about them changed ("I no longer ...", "训练改成 ...").
     Such a topical memory replaces the most similar older topical memory of its scope and
-    type that shares a topic with it (at least ``conflict.change_similarity`` close): the
+    tier (a lasting fact another, a plan another) that shares a topic with it (at least ``conflict.change_similarity`` close): the
     newer wins on subjects no slot names (a training split, a hobby given up). Never an
     older one about a ``lasting`` topic ("I stopped eating sugar" does not end "I'm
     diabetic"), nor by a change of someone else's (``others``: "my husband quit smoking").
@@ -828,14 +828,15 @@ def change_may_replace(
     policy: Policy,
 ) -> bool:
     """Whether a change statement about ``subjects`` (``change_subjects``) of ``memory_type``
-    may replace an older memory: a topical one of the same type without a slot, about one
-    of those subjects and about no ``lasting`` topic. Which one it replaces is the caller's
+    may replace an older memory: a topical one of the same tier (a lasting preference or
+    profile fact another, a plan another) without a slot, about one of those subjects and
+    about no ``lasting`` topic. Which one it replaces is the caller's
     measure (the most similar when written; the one recalled beside it)."""
     return (
         bool(subjects)
         and not old_slot
         and old_applies != "always"
-        and old_type == memory_type
+        and policy.tier(old_type) == policy.tier(memory_type)
         and bool(subjects & set(old_topics))
         and not policy.lasting_topics & set(old_topics)
     )
