@@ -264,8 +264,9 @@ class OneTimeSpec(_Model):
 class ChangesSpec(_Model):
     """How a user says that something about them changed ("I no longer ...", "训练改成 ...").
     Such a topical memory replaces the most similar older topical memory of its scope and
-    tier (a lasting fact another, a plan another) that shares a topic with it (at least ``conflict.change_similarity`` close): the
-    newer wins on subjects no slot names (a training split, a hobby given up). Never an
+    tier (a lasting fact another, a plan another) that shares a topic with it (at least
+    ``conflict.change_similarity`` close): the newer wins on subjects no slot names (a
+    training split, a hobby given up). Never an
     older one about a ``lasting`` topic ("I stopped eating sugar" does not end "I'm
     diabetic"), nor by a change of someone else's (``others``: "my husband quit smoking").
     Texts in ``not_examples`` must match no pattern."""
