@@ -357,7 +357,9 @@ class Recaller:
         )
         try:
             await store.sent()  # before a local embedder holds the loop
-            vector = await self.embedder.embed_query(text)
+            # the meaning asked about is the request's own: a sentence to translate or a story to
+            # proofread says nothing of what the user needs from their memories
+            vector = await self.embedder.embed_query(own if own.strip() else text)
         except BaseException:
             _abandon(keywords)
             raise
