@@ -86,6 +86,7 @@ _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
 _STANDING_CAPACITY = 10_000
+_CHANGES_CAPACITY = 100_000  # memory texts whose change reading is kept (a few MB at most)
 
 
 @dataclass(slots=True)
@@ -168,6 +169,8 @@ class Recaller:
         self._owners: dict[tuple[str, str], _Owner] = {}
         # Owners' standing memories, with the memory version they were read at (bounded).
         self._standing_cache: dict[tuple[str, str], tuple[str, list[Memory]]] = {}
+        # whether a memory's text says something changed, by text (``_says_change``)
+        self._changes: dict[str, bool] = {}
 
     async def recall(self, ident: Identity, text: str, *, model: str = "") -> RecallResult:
         """The memories to inject for ``text`` (the latest user message, ``wire.latest_user_text``);
@@ -482,31 +485,55 @@ class Recaller:
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1
-        return conflicts + await self._resolve_changes(alive, ident)
+        return conflicts + self._resolve_changes(alive)
 
-    async def _resolve_changes(self, alive: list[Candidate], ident: Identity) -> int:
+    def _says_change(self, content: str) -> bool:
+        """``says_change`` of a memory's text, remembered (bounded): the same memories come
+        back request after request."""
+        known = self._changes
+        found = known.get(content)
+        if found is None:
+            if len(known) >= _CHANGES_CAPACITY:
+                known.clear()
+            found = known[content] = says_change(content, self.policy)
+        return found
+
+    def _resolve_changes(self, alive: list[Candidate]) -> int:
         """A topical memory saying something changed ("moved the accounts over to Xero"),
         recalled beside an older one it may replace ("we do the books in MYOB"), as
         ``change_may_replace`` says, about a topic of this request: the older one is left
         out. When written, a change replaces an older memory only if the two are close in
         meaning, which two wordings of one subject, or two languages, often are not; here
-        the request they both answer is the evidence that they speak of the same thing.
-        Of several, the one closest in meaning to the change goes."""
+        the request they both answer is the evidence that they speak of the same thing."""
         policy = self.policy
         conflicts = 0
-        for newer in sorted(alive, key=lambda c: when(c.memory), reverse=True):
+        topical = [c for c in alive if c.reason is None and c.lane == TOPICAL]
+        # what a change may end at all: a memory without a slot about nothing lasting
+        lasting = policy.lasting_topics
+        endable = [
+            c
+            for c in topical
+            if not c.memory.slot
+            and c.memory.applies != "always"
+            and not lasting.intersection(c.memory.topics)
+        ]
+        if len(topical) < 2 or not endable:
+            return 0
+        moment = {id(c): when(c.memory) for c in topical}
+        for newer in sorted(topical, key=lambda c: moment[id(c)], reverse=True):
             m = newer.memory
-            if newer.reason is not None or newer.lane != TOPICAL:
+            if newer.reason is not None:
                 continue
             subjects = change_subjects(m.topics, policy) & set(newer.topics)
-            if not subjects or not says_change(m.content, policy):
+            if not subjects or not self._says_change(m.content):
                 continue
+            at = moment[id(newer)]
             older = [
                 c
-                for c in alive
+                for c in endable
                 if c.reason is None
-                and c.lane == TOPICAL
-                and when(c.memory) < when(m)
+                and not subjects.isdisjoint(c.topics)
+                and moment[id(c)] < at
                 and change_may_replace(
                     subjects & set(c.topics),
                     m.type,
@@ -519,21 +546,10 @@ class Recaller:
             ]
             if not older:
                 continue
-            if len(older) > 1:
-                vectors = await self.store.get_embeddings(
-                    ident.tenant, ident.user, [m.id, *(c.memory.id for c in older)]
-                )
-                own = vectors.get(m.id)
-                if own is not None:
-                    older.sort(
-                        key=lambda c: (
-                            float(np.dot(own, vectors[c.memory.id]))
-                            if c.memory.id in vectors
-                            else -1.0
-                        ),
-                        reverse=True,
-                    )
-            older[0].reason = "conflict"
+            # of several, the one most about the change's subjects, then the most relevant
+            # to the request: no round trip to Redis for their vectors
+            gone = max(older, key=lambda c: (len(subjects.intersection(c.topics)), c.fused))
+            gone.reason = "conflict"
             conflicts += 1
         return conflicts
 
