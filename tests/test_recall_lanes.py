@@ -610,6 +610,9 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("I work the day shift, 8 to 5", "这个月开始调夜班了，晚上十点干到早上六点", "global"),
         ("Please call me Katherine", "honestly just Kat is fine", "global"),
         ("I live in Leeds", "home is Adelaide now, Norwood area", "global"),
+        ("I live in Austin, TX", "finally done moving, we're in Denver now!", "global"),
+        ("I work the day shift, 7 to 3", "started nights at the depot, 10pm to 6am now", "global"),
+        ("每天坐地铁上班，单程一个小时", "公司搬去园区了，现在自己开车，四十分钟左右", "global"),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
@@ -648,6 +651,9 @@ async def test_newer_wins_on_everyday_subjects(
         ("My husband has asthma", "My husband quit smoking"),
         ("I have a bad knee from skiing", "I no longer run, my knees can't take it"),
         ("My son is learning English at school.", "My daughter switched schools this year"),
+        # a stay somewhere is not a new home, nor learning a language the answers' language
+        ("I live in Austin, TX", "We're in Paris now for a week"),
+        ("Always answer in Chinese", "I'm learning English again"),
     ],
 )
 async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new: str) -> None:
