@@ -506,8 +506,16 @@ class Recaller:
         meaning, which two wordings of one subject, or two languages, often are not; here
         the request they both answer is the evidence that they speak of the same thing."""
         policy = self.policy
-        conflicts = 0
         topical = [c for c in alive if c.reason is None and c.lane == TOPICAL]
+        # the changes among them, each with the request's topics it is about; most requests
+        # recall none, and then nothing else is worked out
+        changes: list[tuple[Candidate, frozenset[str]]] = []
+        for cand in topical:
+            subjects = change_subjects(cand.memory.topics, policy).intersection(cand.topics)
+            if subjects and self._says_change(cand.memory.content):
+                changes.append((cand, subjects))
+        if not changes or len(topical) < 2:
+            return 0
         # what a change may end at all: a memory without a slot about nothing lasting
         lasting = policy.lasting_topics
         endable = [
@@ -517,15 +525,11 @@ class Recaller:
             and c.memory.applies != "always"
             and not lasting.intersection(c.memory.topics)
         ]
-        if len(topical) < 2 or not endable:
-            return 0
         moment = {id(c): when(c.memory) for c in topical}
-        for newer in sorted(topical, key=lambda c: moment[id(c)], reverse=True):
+        conflicts = 0
+        for newer, subjects in sorted(changes, key=lambda c: moment[id(c[0])], reverse=True):
             m = newer.memory
             if newer.reason is not None:
-                continue
-            subjects = change_subjects(m.topics, policy) & set(newer.topics)
-            if not subjects or not self._says_change(m.content):
                 continue
             at = moment[id(newer)]
             older = [
