@@ -266,10 +266,11 @@ class ChangesSpec(_Model):
     Such a topical memory replaces the most similar older topical memory of its scope and
     tier (a lasting fact another, a plan another) that shares a topic with it (at least
     ``conflict.change_similarity`` close): the newer wins on subjects no slot names (a
-    training split, a hobby given up). Never an
-    older one about a ``lasting`` topic ("I stopped eating sugar" does not end "I'm
-    diabetic"), nor by a change of someone else's (``others``: "my husband quit smoking").
-    Texts in ``not_examples`` must match no pattern."""
+    training split, a hobby given up). Never an older one about a ``lasting`` topic ("I
+    stopped eating sugar" does not end "I'm diabetic"), nor by a change of someone else's
+    (``others``: "my husband quit smoking"). Recall also leaves out an older memory a change
+    may replace when a request brings both (``Recaller``). Texts in ``not_examples`` must
+    match no pattern."""
 
     patterns: tuple[RuleSpec, ...]
     not_examples: tuple[str, ...] = ()
@@ -831,8 +832,8 @@ def change_may_replace(
     """Whether a change statement about ``subjects`` (``change_subjects``) of ``memory_type``
     may replace an older memory: a topical one of the same tier (a lasting preference or
     profile fact another, a plan another) without a slot, about one of those subjects and
-    about no ``lasting`` topic. Which one it replaces is the caller's
-    measure (the most similar when written; the one recalled beside it)."""
+    about no ``lasting`` topic. Which one it replaces is the caller's measure (the most
+    similar when written; the one recalled beside it)."""
     return (
         bool(subjects)
         and not old_slot

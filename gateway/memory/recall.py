@@ -86,7 +86,9 @@ _SEEN_CAPACITY = 100_000  # owners remembered as having memories
 # Owners whose standing memories are cached (each up to recall.standing_pool memories, so
 # this bounds the cache's memory use); the least recently recalled are dropped first.
 _STANDING_CAPACITY = 10_000
-_CHANGES_CAPACITY = 100_000  # memory texts whose change reading is kept (a few MB at most)
+# Memory texts whose change reading is kept (each at most limits.max_content_chars; most
+# are a sentence), cleared when full.
+_CHANGES_CAPACITY = 20_000
 
 
 @dataclass(slots=True)
@@ -516,15 +518,6 @@ class Recaller:
                 changes.append((cand, subjects))
         if not changes or len(topical) < 2:
             return 0
-        # what a change may end at all: a memory without a slot about nothing lasting
-        lasting = policy.lasting_topics
-        endable = [
-            c
-            for c in topical
-            if not c.memory.slot
-            and c.memory.applies != "always"
-            and not lasting.intersection(c.memory.topics)
-        ]
         moment = {id(c): when(c.memory) for c in topical}
         conflicts = 0
         for newer, subjects in sorted(changes, key=lambda c: moment[id(c[0])], reverse=True):
@@ -534,7 +527,7 @@ class Recaller:
             at = moment[id(newer)]
             older = [
                 c
-                for c in endable
+                for c in topical
                 if c.reason is None
                 and not subjects.isdisjoint(c.topics)
                 and moment[id(c)] < at
