@@ -695,9 +695,6 @@ class Policy(_Model):
                 return spec
         raise KeyError(f"unknown slot {name!r}")
 
-    def has_slot(self, name: str) -> bool:
-        return any(spec.name == name for spec in self.slots)
-
     def topics_reaching(self, request_topics: list[str]) -> frozenset[str]:
         """Memory topics that matter to a request about ``request_topics``: the same ones,
         and those that reach one of them."""
@@ -958,9 +955,9 @@ def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None)
     them, ``SlotSpec.topics``), those naming its slot and those its type always holds, in
     policy order."""
     found = set(topics_of(text, policy, memory_type))
-    held = policy.slot(slot).topics if slot and policy.has_slot(slot) else None
-    if held is not None:
-        found &= set(held)
+    spec = next((s for s in policy.slots if s.name == slot), None) if slot else None
+    if spec is not None and spec.topics is not None:
+        found &= set(spec.topics)
     return [
         t.name
         for t in policy.topics
