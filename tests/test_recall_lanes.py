@@ -19,7 +19,7 @@ from gateway.memory.identity import Identity
 from gateway.memory.inject import FACTS, STANDING, render
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
-from gateway.memory.policy import Policy, derive_applies, load_policy, topics_of
+from gateway.memory.policy import Policy, derive_applies, load_policy, parse_policy, topics_of
 from gateway.memory.recall import LARGE_USER, Recaller
 from gateway.memory.scenario_eval import Runner, load_scenarios, report, tally
 from gateway.storage.store import Store
@@ -869,6 +869,43 @@ async def test_memories_from_before_applies_are_settled(service: Memories, polic
     assert (await service.get(ident, lang.id)).applies == "always"
     settled = await service.get(ident, pet.id)
     assert (settled.applies, settled.topics) == ("relevant", ["pets"])
+
+
+async def test_stored_topics_follow_a_change_of_the_rules(
+    service: Memories, policy: Policy
+) -> None:
+    """Memories written under earlier topic rules are given this policy's topics once, at
+    the first round after the rules changed, and not again while the rules stay the same."""
+    ident = Identity(f"rules{time.time_ns()}", "ana", None, "on", "tr_rules")
+    pet = (await service.create(ident, content="I have a cat", type="profile")).memory
+    shift = (await service.create(ident, content="我上夜班", type="profile")).memory
+    assert pet.topics == ["pets"]
+    store = service.store
+    for memory, old in ((pet, "food"), (shift, "")):  # as earlier rules derived them
+        await store.redis.hset(store.memory_key(ident.tenant, "ana", memory.id), "topics", old)
+    await store.set_topics_basis("earlier")
+    assert await service.follow_topic_rules() >= 2
+    assert (await service.get(ident, pet.id)).topics == ["pets"]
+    assert (await service.get(ident, shift.id)).topics == shift.topics != []
+    assert await store.topics_basis() == policy.topics_basis
+    # the rules have not changed since: nothing is read or derived again
+    await store.redis.hset(store.memory_key(ident.tenant, "ana", pet.id), "topics", "food")
+    assert await service.follow_topic_rules() == 0
+    assert (await service.get(ident, pet.id)).topics == ["food"]
+    # and the recall's topic search finds a memory by its new topics
+    await store.set_topics_basis("earlier")
+    await service.follow_topic_rules()
+    recaller = Recaller(store, service.embedder, policy, service.clock)
+    result = await recaller.recall(ident, "which cat litter is least dusty?")
+    assert pet.id in {c.memory.id for c in result.candidates if "pets" in c.topics}
+
+
+def test_the_topics_basis_follows_the_topic_rules_only(policy: Policy) -> None:
+    knobs = parse_policy("recall:\n  max_memories: 4\n", "overlay.yaml")
+    topics = parse_policy(
+        "topics:\n  - name: travel\n    keywords: [flight, hotel]\n", "overlay.yaml"
+    )
+    assert knobs.topics_basis == policy.topics_basis != topics.topics_basis
 
 
 async def test_every_memory_of_the_requests_topic_reaches_the_ranking(

@@ -398,6 +398,33 @@ class Memories:
             settled += len(batch)
         return settled
 
+    async def follow_topic_rules(self) -> int:
+        """Derive every stored memory's topics again when the rules they were derived on
+        (``Policy.topics_basis``) are not this policy's, so that new rules reach memories
+        written under old ones; the number whose topics changed. Once per change of rules:
+        a read when nothing changed. Each change is made under the owner's lock from the
+        memory as it is then, so an edit meanwhile is never undone. Memories an earlier
+        release writes during a rolling upgrade keep its topics until they are edited."""
+        basis = self.policy.topics_basis
+        if await self.store.topics_basis() == basis:
+            return 0
+        changed = 0
+        async for batch in self.store.current_memories(500):
+            for found in batch:
+                if self._topics(found) == found.topics:
+                    continue
+                async with self.store.user_lock(found.tenant, found.user):
+                    memory = await self.store.get_memory(found.tenant, found.user, found.id)
+                    if memory is None or (topics := self._topics(memory)) == memory.topics:
+                        continue
+                    await self.store.update_memory(memory, {"topics": ",".join(topics)})
+                    changed += 1
+        await self.store.set_topics_basis(basis)
+        return changed
+
+    def _topics(self, memory: Memory) -> builtins.list[str]:
+        return memory_topics(memory.content, self.policy, memory.type, memory.slot)
+
     async def _resemble(self, batch: builtins.list[Memory]) -> None:
         """Standing by resemblance for settled memories, from their stored embeddings."""
         judged: dict[tuple[str, str], builtins.list[Memory]] = {}

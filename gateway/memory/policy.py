@@ -10,6 +10,8 @@ classifies text by the policy's rules, and offers a few accessors the rest of th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import unicodedata
@@ -31,6 +33,7 @@ from pydantic import (
     ValidationError,
 )
 
+from gateway import __version__
 from gateway.memory.textsearch import STOPWORDS
 
 __all__ = [
@@ -702,6 +705,16 @@ class Policy(_Model):
         return frozenset(
             t.name for t in self.topics if t.name in wanted or wanted.intersection(t.reaches)
         )
+
+    @cached_property
+    def topics_basis(self) -> str:
+        """A short digest of what a memory's topics are derived from (the topics, the
+        slots and the release's matching code): stored memories whose topics were derived
+        on another basis are derived again (``Memories.follow_topic_rules``)."""
+        rules = [t.model_dump(mode="json") for t in self.topics]
+        rules += [s.model_dump(mode="json") for s in self.slots]
+        text = __version__ + json.dumps(rules, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @cached_property
     def topic_keywords(self) -> TopicKeywords:

@@ -9,7 +9,8 @@ or written twice; what was skipped is moved by the next run.
 
 Memories written before a memory said how it applies (``applies``, ``topics``) are given
 what the policy derives for them, when moved and, in the current index, by ``Memories.settle``
-in each round of ``keep_carrying_over``.
+in each round of ``keep_carrying_over``; after a change of the topic rules every stored
+memory's topics are derived again (``Memories.follow_topic_rules``, in the same rounds).
 
 ``keep_carrying_over`` runs beside the gateway: with an embedder that costs nothing per call
 (the local one) it moves what an earlier model left, and again every few minutes, since
@@ -81,6 +82,9 @@ async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> Non
             settled = await memories.settle()
             if settled:
                 log.info("memories_settled", settled=settled)
+            rederived = await memories.follow_topic_rules()
+            if rederived:
+                log.info("memory_topics_rederived", memories=rederived)
         except Exception as exc:
             log.error("settle_failed", error=type(exc).__name__)
         if memories.embedder.paid:

@@ -603,6 +603,29 @@ class Store:
         keys = [doc["id"] for doc in await self.index.query(query)]
         return await self._load(keys)
 
+    async def current_memories(self, batch: int) -> AsyncIterator[list[Memory]]:
+        """Every memory of the current index, ``batch`` at a time: a full scan, for passes
+        over all memories such as deriving topics again under new rules."""
+        keys: list[str] = []
+        async for key in self.redis.scan_iter(match=f"{self._prefix}:*", count=1000):
+            keys.append(_s(key))
+            if len(keys) >= batch:
+                yield await self._load(keys)
+                keys = []
+        if keys:
+            yield await self._load(keys)
+
+    def _topics_basis_key(self) -> str:
+        return f"{KEY_ROOT}:topics-basis:{self._prefix}"
+
+    async def topics_basis(self) -> str | None:
+        """The rules' basis the current index's topics were last derived on, if any."""
+        raw = await self.redis.get(self._topics_basis_key())
+        return _s(raw) if raw is not None else None
+
+    async def set_topics_basis(self, basis: str) -> None:
+        await self.redis.set(self._topics_basis_key(), basis)
+
     async def _load(self, keys: list[str]) -> list[Memory]:
         return list((await self.load_memories(keys, _MEMORY_FIELDS)).values())
 
