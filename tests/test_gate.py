@@ -244,6 +244,12 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Living in fear of the deadline", None),
         ("I've been so emotionally drained lately", None),
         ("give me grams of protein per meal", None),
+        # what someone speaks is not the answers' language; what the user asks for is
+        ("我老婆是日本人，在家说日语多", None),
+        ("跟我说中文就行", "language"),
+        # a vehicle the firm gives, and working for oneself
+        ("firm swapped me onto a Volvo FH, still finding my way round the dash", "car"),
+        ("自由职业 设计师兼程序员", "job"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

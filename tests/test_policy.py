@@ -689,6 +689,32 @@ def test_a_topics_unless_keeps_a_text_out_whatever_else_matches(policy: Policy) 
     assert "food" in topics_of("what should I eat tonight? my cat is asleep", policy)
 
 
+@pytest.mark.parametrize(
+    ("text", "inside"),
+    [
+        # the user's hours, told any way, and plans of the user's time
+        ("night security guard, I sleep roughly 8am to 3pm", True),
+        ("work saturdays at Greggs 8 till 4", True),
+        ("孩子上小学三年级，每天下午四点放学要去接", True),
+        ("12 hour shifts on the renal ward", True),
+        ("when can I realistically squeeze the gym in on a work day", True),
+        ("想开始练练身体 一天里啥时候去健身房比较合适", True),
+        ("can you sort me out a revision timetable for the easter hols", True),
+        # a schedule of code, a flight's hour, a count
+        ("How do I run a cron job every 5 minutes?", False),
+        ("flying to Dublin on the 20th at 7am", False),
+        ("I have 2 to 3 cats", False),
+    ],
+)
+def test_the_users_hours_meet_plans_of_the_users_time(
+    policy: Policy, text: str, inside: bool
+) -> None:
+    from gateway.memory.policy import derive_slot, memory_topics
+
+    slot = derive_slot(text, policy, "profile")
+    assert ("timetable" in memory_topics(text, policy, "profile", slot)) is inside
+
+
 def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
     from gateway.memory.policy import derive_slot, memory_topics
 

@@ -695,6 +695,27 @@ def test_a_change_leaves_a_lasting_fact_beside_it(gateway: Gateway) -> None:
     assert sorted(me.injected(raw)) == sorted([allergy, cooking])
 
 
+def test_a_change_of_a_slot_ends_only_its_older_value(gateway: Gateway) -> None:
+    me = User(gateway)
+    keto = me.remember("I'm doing keto, basically zero carbs", type="preference")
+    weeknights = me.remember("I hate cooking on weeknights", type="preference")
+    veggie = me.remember(
+        "gave up on keto, vegetarian now - eggs and dairy are fine", type="preference"
+    )
+    assert memory(me, keto)["status"] == "superseded"
+    raw = ask(me, "meal prep ideas for the week? want to cook everything sunday")
+    assert sorted(me.injected(raw)) == sorted([veggie, weeknights])
+
+
+def test_the_users_hours_shape_a_plan_of_the_users_time(gateway: Gateway) -> None:
+    me = User(gateway)
+    hours = me.remember("night security guard, I sleep roughly 8am to 3pm", type="profile")
+    me.remember("I collect old soul records", type="profile")
+    me.remember("my sister lives in Vancouver", type="profile")
+    assert me.injected(ask(me, "想开始练练身体 一天里啥时候去健身房比较合适")) == [hours]
+    assert me.injected(ask(me, "How do I run a cron job every 5 minutes?")) == []
+
+
 def test_a_sentence_to_translate_is_not_what_the_user_asks_about(gateway: Gateway) -> None:
     me = User(gateway)
     me.remember("下周三去做体检", type="plan")

@@ -510,9 +510,13 @@ class Recaller:
         policy = self.policy
         topical = [c for c in alive if c.reason is None and c.lane == TOPICAL]
         # the changes among them, each with the request's topics it is about; most requests
-        # recall none, and then nothing else is worked out
+        # recall none, and then nothing else is worked out. A change of a slot's value
+        # ("gave up on keto, vegetarian now") ends that slot's older value by the slot
+        # rules, and no other memory of its topic ("I hate cooking on weeknights").
         changes: list[tuple[Candidate, frozenset[str]]] = []
         for cand in topical:
+            if cand.memory.slot:
+                continue
             subjects = change_subjects(cand.memory.topics, policy).intersection(cand.topics)
             if subjects and self._says_change(cand.memory.content):
                 changes.append((cand, subjects))
