@@ -715,6 +715,11 @@ def test_the_users_hours_meet_plans_of_the_users_time(
     assert ("timetable" in memory_topics(text, policy, "profile", slot)) is inside
 
 
+def test_a_change_ends_only_slots_the_policy_names() -> None:
+    with pytest.raises(PolicyError, match=r"changes\.ends_slots\[0\]: unknown slot 'dieet'"):
+        parse_policy("changes:\n  ends_slots: [dieet]\n", "overlay.yaml")
+
+
 def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
     from gateway.memory.policy import derive_slot, memory_topics
 

@@ -613,6 +613,26 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("I live in Austin, TX", "finally done moving, we're in Denver now!", "global"),
         ("I work the day shift, 7 to 3", "started nights at the depot, 10pm to 6am now", "global"),
         ("每天坐地铁上班，单程一个小时", "公司搬去园区了，现在自己开车，四十分钟左右", "global"),
+        # eating anything is a way of eating a diet replaces; moves told in other words
+        ("我啥都吃，不挑食", "三月开始吃素了，鸡蛋牛奶还吃", "global"),
+        (
+            "I'm vegan, have been for 6 years",
+            "怀孕以后医生让我吃点鱼，现在不是纯素了，肉还是不吃",
+            "global",
+        ),
+        ("我吃素，蛋奶可以", "素不吃了，现在鸡肉鱼肉都吃", "global"),
+        ("I live in Melbourne", "我们一家刚移民到澳洲珀斯", "global"),
+        ("I live in Shanghai", "Graduated and moved back home to Xiamen", "global"),
+        (
+            "I'm Janet Hughes",
+            "divorce is final. going back to my maiden name, Janet Carter",
+            "global",
+        ),
+        (
+            "I drive a Scania R450",
+            "firm swapped me onto a Volvo FH, still finding the dash",
+            "global",
+        ),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed

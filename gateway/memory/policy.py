@@ -276,6 +276,9 @@ class ChangesSpec(_Model):
     match no pattern."""
 
     patterns: tuple[RuleSpec, ...]
+    # slots whose value a change of habit may still end, as it ends a memory in no slot: a
+    # way of eating gives way to a change for the user's health ("啤酒也戒了" after "我不挑食")
+    ends_slots: tuple[Name, ...] = ()
     not_examples: tuple[str, ...] = ()
 
 
@@ -841,12 +844,12 @@ def change_may_replace(
 ) -> bool:
     """Whether a change statement about ``subjects`` (``change_subjects``) of ``memory_type``
     may replace an older memory: a topical one of the same tier (a lasting preference or
-    profile fact another, a plan another) without a slot, about one of those subjects and
-    about no ``lasting`` topic. Which one it replaces is the caller's measure (the most
-    similar when written; the one recalled beside it)."""
+    profile fact another, a plan another) without a slot (or in one of ``ends_slots``),
+    about one of those subjects and about no ``lasting`` topic. Which one it replaces is
+    the caller's measure (the most similar when written; the one recalled beside it)."""
     return (
         bool(subjects)
-        and not old_slot
+        and (not old_slot or old_slot in policy.changes.ends_slots)
         and old_applies != "always"
         and policy.tier(old_type) == policy.tier(memory_type)
         and bool(subjects & set(old_topics))
@@ -1384,6 +1387,9 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, name in enumerate(spec.slots):
         if name not in slots:
             yield ("applies", "slots", i), f"unknown slot {name!r}"
+    for i, name in enumerate(policy.changes.ends_slots):
+        if name not in slots:
+            yield ("changes", "ends_slots", i), f"unknown slot {name!r}"
     ok = True
     for i, rule in enumerate(spec.patterns):
         problems = list(_check_rule(rule, ("applies", "patterns", i)))
