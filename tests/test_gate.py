@@ -250,6 +250,12 @@ def test_time_comes_only_from_the_argument() -> None:
         # a vehicle the firm gives, and working for oneself
         ("firm swapped me onto a Volvo FH, still finding my way round the dash", "car"),
         ("自由职业 设计师兼程序员", "job"),
+        # homes, names and phones in everyday words
+        ("家住广州天河", "location"),
+        ("home port is Plymouth, Sutton Harbour", "location"),
+        ("actually just Kat. Katherine feels like I'm in trouble", "name"),
+        ("I use an Android, Samsung S10", "phone"),
+        ("我啥都吃，不挑食", "diet"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

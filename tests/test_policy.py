@@ -715,6 +715,45 @@ def test_the_users_hours_meet_plans_of_the_users_time(
     assert ("timetable" in memory_topics(text, policy, "profile", slot)) is inside
 
 
+@pytest.mark.parametrize(
+    ("text", "topic", "about"),
+    [
+        # what to bring on a trip, not the papers an office asks for
+        ("去海边要带什么", "packing", True),
+        ("医保卡丢了怎么补办？要带什么材料", "packing", False),
+        # a word of a topic used for something else
+        ("play bass in a pub band most Fridays", "food", False),
+        ("每天晚饭后去跳广场舞", "food", False),
+        ("养了只柯基叫土豆", "food", False),
+        ("Mom is visiting next week", "travel", False),
+        ("周六搬家，东西还没打包完", "travel", False),
+        ("how do i get red wine out of a white shirt, spilled it", "clothing", False),
+        ("recommend a vacuum, my current one is dying and I'm sick of it", "health", False),
+        ("她数学比较弱，一碰到应用题就哭", "software", False),
+        ("这几天腰酸背痛，晚上也睡不好", "agenda", False),
+        ("帮我排一下这几天的写作计划", "agenda", True),
+        # an older user's age matters to care and medicines; someone else's does not
+        ("I'm 68", "health", True),
+        ("我今年73岁了", "health", True),
+        ("给70岁的老人买什么礼物", "health", False),
+    ],
+)
+def test_a_topic_is_what_a_text_is_about(
+    policy: Policy, text: str, topic: str, about: bool
+) -> None:
+    from gateway.memory.policy import topics_of
+
+    assert (topic in topics_of(text, policy)) is about
+
+
+def test_a_word_of_the_answers_is_no_standing_wish_in_a_fact(policy: Policy) -> None:
+    from gateway.memory.policy import derive_applies, derive_slot
+
+    text = "old iPhone 8, storage always full"
+    slot = derive_slot(text, policy, "profile")
+    assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
+
+
 def test_a_change_ends_only_slots_the_policy_names() -> None:
     with pytest.raises(PolicyError, match=r"changes\.ends_slots\[0\]: unknown slot 'dieet'"):
         parse_policy("changes:\n  ends_slots: [dieet]\n", "overlay.yaml")
