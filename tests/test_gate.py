@@ -256,6 +256,9 @@ def test_time_comes_only_from_the_argument() -> None:
         ("actually just Kat. Katherine feels like I'm in trouble", "name"),
         ("I use an Android, Samsung S10", "phone"),
         ("我啥都吃，不挑食", "diet"),
+        ("我在一家 logistics 公司做 HR", "job"),
+        ("my van is a 2012 Ford Transit, diesel", "car"),
+        ("我的中文老师叫我多用中文写日记", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -732,6 +732,11 @@ def test_the_users_hours_meet_plans_of_the_users_time(
         ("她数学比较弱，一碰到应用题就哭", "software", False),
         ("这几天腰酸背痛，晚上也睡不好", "agenda", False),
         ("帮我排一下这几天的写作计划", "agenda", True),
+        ("Help me sketch out a weekly routine so I can get some paid work going", "crafts", False),
+        ("我的民宿在阳朔，两间房", "business", True),
+        ("帮我写一条发给新 guest 的欢迎消息", "lodging", True),
+        ("周末喜欢打 switch", "games", True),
+        ("my kiln tops out at cone 6, electric", "crafts", True),
         # an older user's age matters to care and medicines; someone else's does not
         ("I'm 68", "health", True),
         ("我今年73岁了", "health", True),
