@@ -259,6 +259,8 @@ def test_time_comes_only_from_the_argument() -> None:
         ("我在一家 logistics 公司做 HR", "job"),
         ("my van is a 2012 Ford Transit, diesel", "car"),
         ("我的中文老师叫我多用中文写日记", None),
+        ("算了还是短点吧，太长了我根本看不完", "length"),
+        ("scratch the CR-V - we picked up a used Model Y last weekend", "car"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

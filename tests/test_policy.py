@@ -736,6 +736,9 @@ def test_the_users_hours_meet_plans_of_the_users_time(
         ("我的民宿在阳朔，两间房", "business", True),
         ("帮我写一条发给新 guest 的欢迎消息", "lodging", True),
         ("周末喜欢打 switch", "games", True),
+        ("衣服上沾了圆珠笔印，怎么洗掉", "clothing", False),
+        ("heating's making a loud banging noise again", "home", True),
+        ("春节家里要来一大帮亲戚，住两三天", "family", True),
         ("my kiln tops out at cone 6, electric", "crafts", True),
         # an older user's age matters to care and medicines; someone else's does not
         ("I'm 68", "health", True),
