@@ -762,6 +762,14 @@ def test_a_word_of_the_answers_is_no_standing_wish_in_a_fact(policy: Policy) -> 
     assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
 
 
+def test_a_topic_lists_each_keyword_once() -> None:
+    overlay = "topics:\n  - name: travel\n    keywords: [flight, hotel, Flight]\n"
+    with pytest.raises(
+        PolicyError, match=r"topics\[0\]\.keywords\[2\]: keyword 'Flight' is listed twice"
+    ):
+        parse_policy(overlay, "overlay.yaml")
+
+
 def test_a_change_ends_only_slots_the_policy_names() -> None:
     with pytest.raises(PolicyError, match=r"changes\.ends_slots\[0\]: unknown slot 'dieet'"):
         parse_policy("changes:\n  ends_slots: [dieet]\n", "overlay.yaml")

@@ -221,6 +221,38 @@ class _Settled:
     async def settle(self) -> int:
         return 0
 
+    async def follow_topic_rules(self) -> int:
+        return 0
+
+
+async def test_stored_topics_follow_the_rules_when_settling_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The two passes of a round stand apart: one that fails does not hold up the other."""
+    followed = asyncio.Event()
+
+    class Memories(_Settled):
+        async def settle(self) -> int:
+            raise RuntimeError("settling failed")
+
+        async def follow_topic_rules(self) -> int:
+            followed.set()
+            return 0
+
+    async def nothing(memories: object) -> int:
+        return 0
+
+    monkeypatch.setattr(reembed_module, "carry_over", nothing)
+    mover = asyncio.ensure_future(
+        reembed_module.keep_carrying_over(Memories(), every=300)  # type: ignore[arg-type]
+    )
+    try:
+        await asyncio.wait_for(followed.wait(), timeout=60)
+    finally:
+        mover.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await mover
+
 
 async def test_a_swallowed_cancellation_still_ends_the_background_move(
     monkeypatch: pytest.MonkeyPatch,

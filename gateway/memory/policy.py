@@ -1421,6 +1421,11 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
         seen.add(topic.name)
         if not topic.keywords and not topic.patterns:
             yield ("topics", i), "a topic needs keywords or patterns"
+        listed: set[str] = set()
+        for j, keyword in enumerate(topic.keywords):
+            if keyword.lower() in listed:
+                yield ("topics", i, "keywords", j), f"keyword {keyword!r} is listed twice"
+            listed.add(keyword.lower())
         names = {t.name for t in policy.topics}
         for j, other in enumerate(topic.reaches):
             if other not in names:

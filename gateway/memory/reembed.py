@@ -82,11 +82,15 @@ async def keep_carrying_over(memories: Memories, *, every: float = 300.0) -> Non
             settled = await memories.settle()
             if settled:
                 log.info("memories_settled", settled=settled)
+        except Exception as exc:
+            log.error("settle_failed", error=type(exc).__name__)
+        # apart: a round that could not settle still brings stored topics up to the rules
+        try:
             rederived = await memories.follow_topic_rules()
             if rederived:
                 log.info("memory_topics_rederived", memories=rederived)
         except Exception as exc:
-            log.error("settle_failed", error=type(exc).__name__)
+            log.error("topic_rules_follow_failed", error=type(exc).__name__)
         if memories.embedder.paid:
             return
         raise_if_cancelled()
