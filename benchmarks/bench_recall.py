@@ -50,6 +50,7 @@ from gateway.memory.policy import (
     derive_applies,
     derive_slot,
     load_policy,
+    says_change,
     topics_of,
 )
 from gateway.memory.recall import LARGE_USER, Recaller
@@ -406,6 +407,7 @@ async def write_memories(
                 memory.content, policy, memory.type, memory.slot, memory.scope
             )
             memory.topics = topics_of(memory.content, policy)
+            memory.says_change = says_change(memory.content, policy)
     typicality = Typicality(LocalEmbedder(), policy)  # the model loads once per process
     for start in range(0, len(memories), _WRITE_BATCH):
         some, their = memories[start : start + _WRITE_BATCH], vectors[start : start + _WRITE_BATCH]

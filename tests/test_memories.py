@@ -494,12 +494,19 @@ def test_every_field_survives_the_hash_round_trip() -> None:
         applies="relevant",
         topics=["food", "health"],
         typicality="0.3145/1a2b3c4d",
+        says_change=True,
     )
     stored = memory.to_hash(search_text="tea", embedding=b"\0" * 8)
     raw = {k.encode(): (v if isinstance(v, bytes) else str(v).encode()) for k, v in stored.items()}
     assert Memory.from_hash(raw) == memory
     values = [getattr(memory, f.name) for f in fields(Memory)]
     assert len({repr(v) for v in values}) == len(values)  # all distinct: a swap would show
+    # a record from before the change reading existed has none; a read "no" stays "no"
+    del raw[b"says_change"]
+    assert Memory.from_hash(raw).says_change is None
+    memory.says_change = False
+    stored = memory.to_hash(search_text="tea", embedding=b"\0" * 8)
+    assert Memory.from_hash({k: str(v).encode() for k, v in stored.items()}).says_change is False
 
 
 async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -941,12 +942,54 @@ async def test_stored_topics_follow_a_change_of_the_rules(
     assert pet.id in {c.memory.id for c in result.candidates if "pets" in c.topics}
 
 
+async def test_whether_a_memory_says_a_change_is_read_once_and_kept(
+    service: Memories, policy: Policy
+) -> None:
+    """Whether a memory says something changed is read when it is written and kept with
+    it; a memory stored before that reading existed is still taken as a change at recall
+    (read from its text), and the rules-follow pass stores its reading."""
+    ident = Identity(f"said{time.time_ns()}", "kai", None, "on", "tr_said")
+    old = await service.create(ident, content="we do the shop books in MYOB", type="profile")
+    service.clock.advance(timedelta(days=30))  # type: ignore[attr-defined]
+    new = await service.create(
+        ident,
+        content="moved all the accounts over to Xero last month, learning curve",
+        type="profile",
+    )
+    assert (old.memory.says_change, new.memory.says_change) == (False, True)
+    store = service.store
+    key = store.memory_key(ident.tenant, "kai", new.memory.id)
+    assert await store.redis.hget(key, "says_change") == b"1"
+    await store.redis.hdel(key, "says_change")  # as an earlier release wrote it
+    assert (await service.get(ident, new.memory.id)).says_change is None
+    recaller = Recaller(store, service.embedder, policy, service.clock)
+    question = "A customer returned a rod and I refunded him: how do I put that through the books?"
+    result = await recaller.recall(ident, question)
+    assert [m.id for m in result.injected] == [new.memory.id]
+    await store.set_topics_basis("earlier")
+    await service.follow_topic_rules()
+    assert (await service.get(ident, new.memory.id)).says_change is True
+    assert (await service.get(ident, old.memory.id)).says_change is False
+    # the kept reading is the one recall goes by
+    fresh = Recaller(store, service.embedder, policy, service.clock)
+    await store.redis.hset(key, "says_change", 0)
+    assert {m.id for m in (await fresh.recall(ident, question)).injected} == {
+        old.memory.id,
+        new.memory.id,
+    }
+
+
 def test_the_topics_basis_follows_the_topic_rules_only(policy: Policy) -> None:
     knobs = parse_policy("recall:\n  max_memories: 4\n", "overlay.yaml")
     topics = parse_policy(
         "topics:\n  - name: travel\n    keywords: [flight, hotel]\n", "overlay.yaml"
     )
     assert knobs.topics_basis == policy.topics_basis != topics.topics_basis
+    changes = parse_policy(
+        "changes:\n  patterns:\n    - regex: 'no longer'\n      examples: [I no longer run]\n",
+        "overlay.yaml",
+    )
+    assert changes.topics_basis != policy.topics_basis
 
 
 async def test_every_memory_of_the_requests_topic_reaches_the_ranking(

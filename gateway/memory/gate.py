@@ -12,7 +12,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.memory.policy import Policy, derive_applies, derive_slot, is_one_time, memory_topics
+from gateway.memory.policy import (
+    Policy,
+    derive_applies,
+    derive_slot,
+    is_one_time,
+    memory_topics,
+    says_change,
+)
 from gateway.memory.sensitivity import scan
 
 __all__ = ["APPLIES", "REASONS", "Draft", "GateDecision", "check_write"]
@@ -54,6 +61,7 @@ class GateDecision:
     slot: str | None
     applies: str = "relevant"
     topics: tuple[str, ...] = ()
+    says_change: bool = False  # ``policy.says_change`` of the content
 
 
 def _scope_ok(scope: str) -> bool:
@@ -153,4 +161,5 @@ def check_write(
         topics=tuple(memory_topics(content, policy, draft.type, slot))
         if "sensitive" not in reasons
         else (),
+        says_change=says_change(content, policy) if "sensitive" not in reasons else False,
     )

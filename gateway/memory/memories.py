@@ -166,6 +166,7 @@ class Memories:
                 applies=how,
                 topics=list(decision.topics),
                 typicality=typical,
+                says_change=decision.says_change,
             )
             expire_at = memory.expires_at.timestamp() if memory.expires_at else None
             await self.store.put_memory(
@@ -212,7 +213,7 @@ class Memories:
         tier that shares a topic with it, if close enough (``ChangesSpec``)."""
         policy, slot = self.policy, decision.slot
         if not slot:
-            if applies != "relevant" or not says_change(content, policy):
+            if applies != "relevant" or not decision.says_change:
                 return []
             bar = policy.conflict.change_similarity
             subjects = change_subjects(decision.topics, policy)
@@ -336,6 +337,7 @@ class Memories:
             memory.slot = decision.slot
             memory.applies = decision.applies
             memory.topics = list(decision.topics)
+            memory.says_change = decision.says_change
             memory.sensitivity = decision.sensitivity
             memory.expires_at = (
                 decision.expires_at
@@ -372,7 +374,7 @@ class Memories:
             memory.applies = derive_applies(
                 memory.content, self.policy, memory.type, memory.slot, memory.scope
             )
-            memory.topics = memory_topics(memory.content, self.policy, memory.type, memory.slot)
+            memory.topics, memory.says_change = self._derived(memory)
         return memory
 
     async def settle(self) -> int:
@@ -388,9 +390,7 @@ class Memories:
                 self.settled(memory)
             await self._resemble(batch)
             for memory in batch:
-                await self.store.update_memory(
-                    memory, {"applies": memory.applies, "topics": ",".join(memory.topics)}
-                )
+                await self.store.update_memory(memory, _derived_fields(memory))
                 owner = (memory.tenant, memory.user)
                 topical[owner] = topical.get(owner, 0) + int(memory.applies == "relevant")
             for (tenant, user), count in topical.items():
@@ -399,31 +399,40 @@ class Memories:
         return settled
 
     async def follow_topic_rules(self) -> int:
-        """Derive every stored memory's topics again when the rules they were derived on
-        (``Policy.topics_basis``) are not this policy's, so that new rules reach memories
-        written under old ones; the number whose topics changed. Once per change of rules:
-        a read when nothing changed. Each change is made under the owner's lock from the
-        memory as it is then, so an edit meanwhile is never undone. Memories an earlier
-        release writes during a rolling upgrade keep its topics until they are edited."""
+        """Derive every stored memory's topics (and whether it says a change) again when
+        the rules they were derived on (``Policy.topics_basis``) are not this policy's, so
+        that new rules reach memories written under old ones; the number whose topics or
+        change reading changed. Once per change of rules: a read when nothing changed. Each
+        change is made under the owner's lock from the memory as it is then, so an edit
+        meanwhile is never undone. Memories an earlier release writes during a rolling
+        upgrade keep its topics until they are edited."""
         basis = self.policy.topics_basis
         if await self.store.topics_basis() == basis:
             return 0
         changed = 0
         async for batch in self.store.current_memories(500):
             for found in batch:
-                if self._topics(found) == found.topics:
+                if self._derived(found) == (found.topics, found.says_change):
                     continue
                 async with self.store.user_lock(found.tenant, found.user):
                     memory = await self.store.get_memory(found.tenant, found.user, found.id)
-                    if memory is None or (topics := self._topics(memory)) == memory.topics:
+                    if memory is None:
                         continue
-                    await self.store.update_memory(memory, {"topics": ",".join(topics)})
+                    derived = self._derived(memory)
+                    if derived == (memory.topics, memory.says_change):
+                        continue
+                    memory.topics, memory.says_change = derived
+                    await self.store.update_memory(memory, _derived_fields(memory))
                     changed += 1
         await self.store.set_topics_basis(basis)
         return changed
 
-    def _topics(self, memory: Memory) -> builtins.list[str]:
-        return memory_topics(memory.content, self.policy, memory.type, memory.slot)
+    def _derived(self, memory: Memory) -> tuple[builtins.list[str], bool]:
+        """What the rules read in a memory's words: its topics and whether it says a change."""
+        return (
+            memory_topics(memory.content, self.policy, memory.type, memory.slot),
+            says_change(memory.content, self.policy),
+        )
 
     async def _resemble(self, batch: builtins.list[Memory]) -> None:
         """Standing by resemblance for settled memories, from their stored embeddings."""
@@ -572,3 +581,12 @@ def _actor_fields(actor: str) -> dict[str, Any]:
 
 def _show(value: Any) -> Any:
     return to_iso(value) if isinstance(value, datetime) else value
+
+
+def _derived_fields(memory: Memory) -> dict[str, Any]:
+    """The hash fields the rules derive from a memory's words and type."""
+    return {
+        "applies": memory.applies,
+        "topics": ",".join(memory.topics),
+        "says_change": "" if memory.says_change is None else int(memory.says_change),
+    }

@@ -711,11 +711,13 @@ class Policy(_Model):
 
     @cached_property
     def topics_basis(self) -> str:
-        """A short digest of what a memory's topics are derived from (the topics, the
-        slots and the release's matching code): stored memories whose topics were derived
-        on another basis are derived again (``Memories.follow_topic_rules``)."""
+        """A short digest of what a memory's topics and change reading are derived from
+        (the topics, the slots, the change patterns and the release's matching code):
+        stored memories read on another basis are read again
+        (``Memories.follow_topic_rules``)."""
         rules = [t.model_dump(mode="json") for t in self.topics]
         rules += [s.model_dump(mode="json") for s in self.slots]
+        rules += [r.model_dump(mode="json") for r in self.changes.patterns]
         text = __version__ + json.dumps(rules, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -490,8 +490,8 @@ class Recaller:
         return conflicts + self._resolve_changes(alive)
 
     def _says_change(self, content: str) -> bool:
-        """``says_change`` of a memory's text, remembered (bounded): the same memories come
-        back request after request."""
+        """``says_change`` of the text of a memory stored before it was read at write time,
+        remembered (bounded): the same memories come back request after request."""
         known = self._changes
         found = known.get(content)
         if found is None:
@@ -518,7 +518,8 @@ class Recaller:
             if cand.memory.slot:
                 continue
             subjects = change_subjects(cand.memory.topics, policy).intersection(cand.topics)
-            if subjects and self._says_change(cand.memory.content):
+            said = cand.memory.says_change
+            if subjects and (said if said is not None else self._says_change(cand.memory.content)):
                 changes.append((cand, subjects))
         if not changes or len(topical) < 2:
             return 0

@@ -13,7 +13,7 @@ from gateway.clock import to_iso
 
 # Fields of the record that the memory API never shows: derived by the gateway, like the
 # embedding.
-INTERNAL_FIELDS = ("typicality",)
+INTERNAL_FIELDS = ("typicality", "says_change")
 NO_EXPIRY = 253402300799.0  # 9999-12-31: numeric stand-in for "never", so range filters stay simple
 
 
@@ -36,6 +36,10 @@ def _dt(value: Any) -> datetime | None:
     if number <= 0 or number >= NO_EXPIRY:
         return None
     return datetime.fromtimestamp(number, tz=UTC)
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None or value == "" else value == "1"
 
 
 @dataclass(slots=True)
@@ -72,6 +76,11 @@ class Memory:
     # 1a2b3c4d"; gateway.memory.typicality reads it): derived from the embedding, as the
     # embedding is, and never shown by the memory API. Empty when not worked out.
     typicality: str = ""
+    # Whether the text says that something about the user changed (``policy.says_change``),
+    # read when written under the rules of ``Policy.topics_basis``, as the topics are: recall
+    # asks it of memories request after request. None on records written before it existed,
+    # until the rules-follow pass reads it; recall then reads the text itself.
+    says_change: bool | None = None
 
     def to_hash(self, *, search_text: str, embedding: bytes) -> dict[str, Any]:
         return {
@@ -103,6 +112,7 @@ class Memory:
             "applies": self.applies,
             "topics": ",".join(self.topics),
             "typicality": self.typicality,
+            "says_change": "" if self.says_change is None else int(self.says_change),
             "embedding": embedding,
         }
 
@@ -149,6 +159,7 @@ class Memory:
             get("applies") or "",
             [x for x in (get("topics") or "").split(",") if x],
             get("typicality") or "",
+            _flag(get("says_change")),
         )
 
     def to_api(self) -> dict[str, Any]:

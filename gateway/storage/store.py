@@ -9,6 +9,7 @@ user is refused before a query is built (redisvl turns an empty tag value into a
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import secrets
@@ -77,6 +78,23 @@ def owner_filter(tenant: str, user: str) -> FilterExpression:
     return (Tag("tenant") == _need(tenant, "tenant")) & (Tag("user") == _need(user, "user"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _scope_filter(
+    tenant: str, user: str, project_id: str | None, task: str | None, applies: str | None
+) -> str:
+    """The owner's active memories in the scopes a request reaches (``Store.recall_filter``),
+    rendered."""
+    scope = Tag("scope") == "global"
+    if project_id:
+        scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
+    if task:
+        scope = scope | (Tag("scope") == f"task:{task}")
+    expr = owner_filter(tenant, user) & (Tag("status") == "active") & scope
+    if applies is not None:
+        expr = expr & (Tag("applies") == applies)
+    return str(expr)
+
+
 # What recall reads of each memory it finds (searches RETURN these).
 RECALL_FIELDS = [
     "id",
@@ -101,6 +119,7 @@ RECALL_FIELDS = [
     "applies",
     "topics",
     "typicality",
+    "says_change",
 ]
 # Every field a Memory is built from (the embedding and search text stay in Redis).
 _MEMORY_FIELDS = [
@@ -756,21 +775,13 @@ class Store:
         applies: str | None = None,
     ) -> FilterExpression:
         """The caller's active, unexpired, in-scope memories (of one recall lane when
-        ``applies`` is given): every recall search uses it."""
-        scope = Tag("scope") == "global"
-        if project_id:
-            scope = scope | ((Tag("scope") == "project") & (Tag("project_id") == project_id))
-        if task:
-            scope = scope | (Tag("scope") == f"task:{task}")
-        expr = (
-            owner_filter(tenant, user)
-            & (Tag("status") == "active")
-            & scope
-            & (num("expires_ts") > now_ts)
+        ``applies`` is given): every recall search uses it. All but the expiry is rendered
+        once per owner and scope (``_scope_filter``): rendering costs more than a search's
+        Python side, and the same owners ask again and again."""
+        unexpired = num("expires_ts") > now_ts
+        return FilterExpression(
+            f"({_scope_filter(tenant, user, project_id, task, applies)} {unexpired})"
         )
-        if applies is not None:
-            expr = expr & (Tag("applies") == applies)
-        return expr
 
     def standing_filter(self, tenant: str, user: str) -> FilterExpression:
         """The owner's active standing memories, in every scope (recall's cache holds them
