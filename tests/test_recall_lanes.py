@@ -184,6 +184,43 @@ TOPICAL_WITH_THOSE_WORDS = [
 ]
 
 
+# the user's hearing, as a fact or as a declared access need: it matters to calls, films and
+# what one listens to, and a written answer does not meet it
+HEARING = [
+    ("I wear a hearing aid in my left ear", "profile"),
+    ("I'm hard of hearing, phone calls are really tough for me", "accessibility"),
+    ("I struggle with the telephone since my hearing went, email is easier", "accessibility"),
+    ("我左耳听力不好，戴着助听器", "accessibility"),
+    ("耳朵有点背，打电话老听不清", "profile"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), HEARING)
+def test_the_users_hearing_applies_when_relevant_whatever_its_type(
+    policy: Policy, text: str, kind: str
+) -> None:
+    from gateway.memory.policy import derive_slot, memory_topics
+
+    slot = derive_slot(text, policy, kind)
+    assert derive_applies(text, policy, kind, slot, "global") == "relevant"
+    assert "hearing" in memory_topics(text, policy, kind, slot)
+    # in a project or a task's scope it still shapes every request there
+    assert derive_applies(text, policy, kind, slot, "task:support") == "always"
+
+
+def test_a_hearing_need_meets_a_call_and_a_film_not_a_menu(gateway: Gateway) -> None:
+    me = User(gateway)
+    hearing = me.remember("I'm hard of hearing, phone calls are a nightmare", type="accessibility")
+    reading = me.remember("I'm dyslexic, short sentences please", type="accessibility")
+    assert sorted(me.injected(ask(me, "How do I get hold of the council about my bin?"))) == sorted(
+        [hearing, reading]
+    )
+    assert sorted(me.injected(ask(me, "Recommend a good thriller film for tonight"))) == sorted(
+        [hearing, reading]
+    )
+    assert me.injected(ask(me, "Plan a three-course Sunday lunch for ten")) == [reading]
+
+
 @pytest.mark.parametrize("text", STANDING_IN_OTHER_WORDS)
 def test_instructions_in_other_words_apply_always(policy: Policy, text: str) -> None:
     from gateway.memory.policy import derive_slot

@@ -491,14 +491,18 @@ class AppliesSpec(_Model):
     ``always``: a standing memory, injected into every request in its scope whatever the
     request is about (answer language, format, accessibility, a project's stack).
     ``relevant``: only when the request is about it (an allergy when food comes up).
-    A memory is standing when its type, its slot or its scope kind is listed, or when a
-    pattern matches its words; otherwise it gets ``default``.
+    A memory is standing when its scope kind is listed; otherwise, when one of ``relevant``
+    matches its words it applies when relevant, whatever its type or slot (a need that no
+    written answer changes: "I wear a hearing aid" matters to a phone call or a film, not to
+    a recipe); otherwise it is standing when its type or its slot is listed, or when a
+    pattern matches its words, and else it gets ``default``.
     """
 
     default: Literal["always", "relevant"] = "relevant"
     types: tuple[Name, ...] = ()
     slots: tuple[Name, ...] = ()
     scopes: tuple[Literal["project", "task"], ...] = ()
+    relevant: tuple[RuleSpec, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
     not_examples: tuple[str, ...] = ()
     resemblance: ResemblanceSpec = ResemblanceSpec()
@@ -871,14 +875,24 @@ def derive_applies(
     """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
     spec = policy.applies
     scope_kind = "task" if scope.startswith("task:") else scope
+    if scope_kind in spec.scopes:
+        return "always"
+    if spec.relevant and relevant_by_words(text, policy):
+        return "relevant"
     if (
         memory_type in spec.types
         or (slot is not None and slot in spec.slots)
-        or scope_kind in spec.scopes
         or standing_by_words(text, policy)
     ):
         return "always"
     return spec.default
+
+
+def relevant_by_words(text: str, policy: Policy) -> bool:
+    """Whether one of ``applies.relevant`` matches the text."""
+    folded = normalize(text)
+    lowered = folded.lower()
+    return any(r.compiled.search(folded) for r in policy.applies.relevant if r.tried_on(lowered))
 
 
 @dataclass(frozen=True)
@@ -1392,6 +1406,8 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, name in enumerate(policy.changes.ends_slots):
         if name not in slots:
             yield ("changes", "ends_slots", i), f"unknown slot {name!r}"
+    for i, rule in enumerate(spec.relevant):
+        yield from _check_rule(rule, ("applies", "relevant", i))
     ok = True
     for i, rule in enumerate(spec.patterns):
         problems = list(_check_rule(rule, ("applies", "patterns", i)))
