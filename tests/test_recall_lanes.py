@@ -195,6 +195,23 @@ HEARING = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("text", "slot"),
+    [
+        ("开的哈弗H6，烧油的", "car"),
+        ("开学回成都了，住川大江安校区宿舍", "location"),
+        # a school year moved up to is no move, a grandchild's class no shift
+        ("moved up to Y6 in september, SATs year eek", None),
+        ("我家外孙女今年刚满五岁，在上中班", None),
+        ("Please don't talk down to me. Plain, straight answers are what I like.", "tone"),
+    ],
+)
+def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
+    from gateway.memory.policy import derive_slot
+
+    assert derive_slot(text, policy, "profile") == slot
+
+
 @pytest.mark.parametrize(("text", "kind"), HEARING)
 def test_the_users_hearing_applies_when_relevant_whatever_its_type(
     policy: Policy, text: str, kind: str
@@ -480,6 +497,16 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("邻居半夜还在装修，怎么沟通", "sleep", "coding"),
         ("在驾校练车，科目二总挂", "vehicles", "coding"),
         ("岳母下周过来住一个月", "food", "coding"),
+        ("主要写 Go", "coding", "food"),
+        ("quit the hotel!! running my own taco truck now", "business", "fitness"),
+        ("帮我理一理，这几天有什么事要提前准备的？", "agenda", "coding"),
+        ("新学期课表：周一周三全天满课", "timetable", "food"),
+        ("how many cals should i be eating a day?", "fitness", "coding"),
+        ("A new agency asked me for my rates. Can you draft a reply?", "business", "food"),
+        ("有个客户问笔记本换块屏幕要多久", "gadgets", "food"),
+        ("路考有啥容易挂的点", "vehicles", "food"),
+        ("跑高速长途，怎么开最省钱", "vehicles", "coding"),
+        ("broke up w tom :( seeing chris now", "partner", "food"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
