@@ -204,6 +204,15 @@ HEARING = [
         ("moved up to Y6 in september, SATs year eek", None),
         ("我家外孙女今年刚满五岁，在上中班", None),
         ("Please don't talk down to me. Plain, straight answers are what I like.", "tone"),
+        ("My checking account is with Wells Fargo", "bank"),
+        ("closed everything at Wells, all my banking is with Alliant credit union now", "bank"),
+        ("换了三星S24，安卓还在慢慢适应", "phone"),
+        ("搬家了，现在住苏州工业园区", "location"),
+        ("I live in Neovim", "editor"),
+        ("换了晚班，现在只能晚上9点以后跑了", "shift"),
+        ("started driving a school bus for the council this month", "job"),
+        ("家里车是飞度，后备箱特别小", "car"),
+        ("右眼黄斑变性，看小字特别费劲", "accessibility"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -223,6 +232,17 @@ def test_the_users_hearing_applies_when_relevant_whatever_its_type(
     assert "hearing" in memory_topics(text, policy, kind, slot)
     # in a project or a task's scope it still shapes every request there
     assert derive_applies(text, policy, kind, slot, "task:support") == "always"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm hard of hearing. Don't tell me to 'just ring them' - give me a written option",
+        "I'm hard of hearing so phone calls are a nightmare - point me to chat or email options",
+    ],
+)
+def test_a_hearing_need_that_says_how_to_answer_applies_always(policy: Policy, text: str) -> None:
+    assert derive_applies(text, policy, "accessibility", None, "global") == "always"
 
 
 def test_a_hearing_need_meets_a_call_and_a_film_not_a_menu(gateway: Gateway) -> None:
@@ -507,6 +527,18 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("路考有啥容易挂的点", "vehicles", "food"),
         ("跑高速长途，怎么开最省钱", "vehicles", "coding"),
         ("broke up w tom :( seeing chris now", "partner", "food"),
+        ("booked Tokyo, Nov 12-19, first time in Japan", "travel", "coding"),
+        ("Moving from Leeds to Lisbon at the end of the month", "where_to_live", "coding"),
+        (
+            "kidney disease stage 3, renal dietitian says keep potassium and salt down",
+            "health",
+            "coding",
+        ),
+        ("switched to a Framework laptop running Fedora", "gadgets", "fitness"),
+        ("六一快到了，送点啥礼物好？", "child", "coding"),
+        ("our soil is heavy clay, drains terribly after rain", "garden", "coding"),
+        ("右眼黄斑变性，看小字特别费劲", "health", "garden"),
+        ("帮我列个出行要带的东西清单", "travel", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
