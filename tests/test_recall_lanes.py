@@ -143,6 +143,7 @@ STANDING_IN_OTHER_WORDS = [
     "说话直接一点，不用客套",
     "Explain tech stuff as if I'm not a developer",
     "说话别夹英文单词，我看不懂",
+    "讲东西说大白话，别整那些专业名词，我退休前是开餐馆的",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -213,6 +214,12 @@ HEARING = [
         ("started driving a school bus for the council this month", "job"),
         ("家里车是飞度，后备箱特别小", "car"),
         ("右眼黄斑变性，看小字特别费劲", "accessibility"),
+        ("回伦敦了，住 Hackney", "location"),
+        ("moved into a 2 bed flat in Croydon, finally", "location"),
+        ("最近忙爆，回答控制在五行以內就好", "length"),
+        ("说话温柔一点，别用那种命令的口气", "tone"),
+        # a naming rule for a project's data names no database
+        ("云数据库的集合名统一小写加下划线，比如 order_items", None),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -539,6 +546,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("our soil is heavy clay, drains terribly after rain", "garden", "coding"),
         ("右眼黄斑变性，看小字特别费劲", "health", "garden"),
         ("帮我列个出行要带的东西清单", "travel", "coding"),
+        ("on a student visa, can only work 48 hrs a fortnight", "work", "food"),
+        ("I get really bad motion sickness on winding roads", "travel", "coding"),
+        ("he turns 8 on the 20th, having a party at home", "child", "coding"),
+        ("we've started Ava on solids", "child", "coding"),
+        ("up in Manchester for a work conference till friday", "place", "coding"),
+        ("老公在仓库上夜班", "partner", "coding"),
+        ("Make me a study schedule for the next 10 days", "agenda", "food"),
+        ("how do I stop message previews showing on my lock screen?", "gadgets", "food"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -750,6 +765,33 @@ async def test_newer_wins_on_everyday_subjects(
     second = await service.create(ident, content=new, type=kind, scope=scope, project_id=project)
     assert second.superseded == [first.memory.id]
     assert (await service.get(ident, first.memory.id)).status == "superseded"
+
+
+async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
+    service: Memories, policy: Policy
+) -> None:
+    """A one-valued slot's newer value that expires ("这几天回答都用英文") wins while it
+    lasts and does not end the lasting value, which applies again once it has expired."""
+    ident = Identity(f"while{time.time_ns()}", "mei", None, "on", "tr_while")
+    lasting = await service.create(ident, content="默认用中文回答我", type="preference")
+    now = service.clock.now()
+    service.clock.advance(timedelta(days=1))  # type: ignore[attr-defined]
+    week = await service.create(
+        ident,
+        content="这周在给外国同事做培训，这几天回答都用英文",
+        type="preference",
+        expires_at=now + timedelta(days=8),
+    )
+    assert week.superseded == []
+    assert (await service.get(ident, lasting.memory.id)).status == "active"
+    recaller = Recaller(service.store, service.embedder, policy, service.clock)
+    question = "推荐几个提高专注力的方法"
+    assert [m.id for m in (await recaller.recall(ident, question)).injected] == [week.memory.id]
+    service.clock.advance(timedelta(days=10))  # type: ignore[attr-defined]
+    assert [m.id for m in (await recaller.recall(ident, question)).injected] == [lasting.memory.id]
+    # a lasting newer value still ends the older one
+    final = await service.create(ident, content="以后都用英文回答我", type="preference")
+    assert lasting.memory.id in final.superseded
 
 
 @pytest.mark.parametrize(

@@ -207,10 +207,11 @@ class Memories:
     ) -> builtins.list[Memory]:
         """The active memories a new memory supersedes: in a one-valued slot every one of
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
-        unless the two state the same value; in a many-valued one only those saying nearly
-        the same thing. Without a slot, a topical memory that says something changed
-        ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
-        tier that shares a topic with it, if close enough (``ChangesSpec``)."""
+        unless the two state the same value or the older outlives the newer; in a
+        many-valued one only those saying nearly the same thing. Without a slot, a topical
+        memory that says something changed ("训练改成一周三练全身了") replaces the one most
+        similar older topical memory of its tier that shares a topic with it, if close
+        enough (``ChangesSpec``)."""
         policy, slot = self.policy, decision.slot
         if not slot:
             if applies != "relevant" or not decision.says_change:
@@ -236,12 +237,17 @@ class Memories:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
+            # a value for a while ("这几天回答都用英文", expiring in a week) does not end one
+            # that outlives it: both stay, recall takes the newer while it lasts, and the
+            # older again once it has expired
+            until = decision.expires_at
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
                 and not policy.same_slot_value(slot, m.content, content)
+                and (until is None or (m.expires_at is not None and m.expires_at <= until))
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
