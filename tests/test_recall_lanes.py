@@ -206,6 +206,7 @@ HEARING = [
         ("我家外孙女今年刚满五岁，在上中班", None),
         ("Please don't talk down to me. Plain, straight answers are what I like.", "tone"),
         ("My checking account is with Wells Fargo", "bank"),
+        ("moved all my banking over to Monzo this spring", "bank"),
         ("closed everything at Wells, all my banking is with Alliant credit union now", "bank"),
         ("换了三星S24，安卓还在慢慢适应", "phone"),
         ("搬家了，现在住苏州工业园区", "location"),
@@ -246,6 +247,7 @@ def test_the_users_hearing_applies_when_relevant_whatever_its_type(
     [
         "I'm hard of hearing. Don't tell me to 'just ring them' - give me a written option",
         "I'm hard of hearing so phone calls are a nightmare - point me to chat or email options",
+        "deaf in one ear - never suggest I phone anyone, give me an email or chat route instead",
     ],
 )
 def test_a_hearing_need_that_says_how_to_answer_applies_always(policy: Policy, text: str) -> None:
