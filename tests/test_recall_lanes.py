@@ -221,12 +221,42 @@ HEARING = [
         ("说话温柔一点，别用那种命令的口气", "tone"),
         # a naming rule for a project's data names no database
         ("云数据库的集合名统一小写加下划线，比如 order_items", None),
+        # a bank, a bike or a hospital bed names no length or home; others' moves and jobs
+        # are theirs; a car bought is no job
+        ("我的日常开销不超过五千，银行卡在招行", None),
+        ("想买辆不超过两千的自行车", None),
+        ("现在住院了，下周手术", None),
+        ("目前住酒店，下周找房", None),
+        ("周末带娃去上海，住 Hyatt", None),
+        ("My son moved into a flat in Bristol", None),
+        ("I just started driving a Tesla", None),
+        ("He just started working at a bakery", None),
+        ("closed my account at the gym", None),
+        ("银行卡在抽屉里", None),
+        ("工资卡是建设银行的", "bank"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
     from gateway.memory.policy import derive_slot
 
     assert derive_slot(text, policy, "profile") == slot
+
+
+@pytest.mark.parametrize(
+    ("text", "not_topic"),
+    [
+        ("我的理想是当老师", "vehicles"),
+        ("结婚选个吉利的日子", "vehicles"),
+        ("怎么去除衣服上的油渍", "transport"),
+        ("cutting boards for the kitchen", "fitness"),
+        ("back up my argument", "gadgets"),
+        ("moving from Jira to Linear", "where_to_live"),
+        ("she turns 40 on Friday", "child"),
+        ("I booked Friday off work", "travel"),
+    ],
+)
+def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
+    assert not_topic not in topics_of(text, policy)
 
 
 @pytest.mark.parametrize(("text", "kind"), HEARING)
@@ -248,10 +278,16 @@ def test_the_users_hearing_applies_when_relevant_whatever_its_type(
         "I'm hard of hearing. Don't tell me to 'just ring them' - give me a written option",
         "I'm hard of hearing so phone calls are a nightmare - point me to chat or email options",
         "deaf in one ear - never suggest I phone anyone, give me an email or chat route instead",
+        # a wish about the answers' words or tone, from a user who is deaf
+        "I'm Deaf and BSL is my first language, so keep the English simple",
+        "我是聋人，回答请用简单的书面语",
     ],
 )
 def test_a_hearing_need_that_says_how_to_answer_applies_always(policy: Policy, text: str) -> None:
-    assert derive_applies(text, policy, "accessibility", None, "global") == "always"
+    from gateway.memory.policy import derive_slot
+
+    slot = derive_slot(text, policy, "accessibility")
+    assert derive_applies(text, policy, "accessibility", slot, "global") == "always"
 
 
 def test_a_hearing_need_meets_a_call_and_a_film_not_a_menu(gateway: Gateway) -> None:

@@ -491,11 +491,12 @@ class AppliesSpec(_Model):
     ``always``: a standing memory, injected into every request in its scope whatever the
     request is about (answer language, format, accessibility, a project's stack).
     ``relevant``: only when the request is about it (an allergy when food comes up).
-    A memory is standing when its scope kind is listed or a pattern matches its words (a
-    wish about answers); otherwise, when one of ``relevant`` matches its words it applies
-    when relevant, whatever its type or slot (a need that no written answer changes: "I wear
-    a hearing aid" matters to a phone call or a film, not to a recipe); otherwise it is
-    standing when its type or its slot is listed, and else it gets ``default``.
+    A memory is standing when its scope kind or its slot is listed or a pattern matches its
+    words (a wish about answers: "我是聋人，回答请用简单的书面语" is about the answers' tone);
+    otherwise, when one of ``relevant`` matches its words it applies when relevant, whatever
+    its type (a need that no written answer changes: "I wear a hearing aid" matters to a
+    phone call or a film, not to a recipe); otherwise it is standing when its type is
+    listed, and else it gets ``default``.
     """
 
     default: Literal["always", "relevant"] = "relevant"
@@ -875,11 +876,15 @@ def derive_applies(
     """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
     spec = policy.applies
     scope_kind = "task" if scope.startswith("task:") else scope
-    if scope_kind in spec.scopes or standing_by_words(text, policy):
+    if (
+        scope_kind in spec.scopes
+        or (slot is not None and slot in spec.slots)
+        or standing_by_words(text, policy)
+    ):
         return "always"
     if spec.relevant and relevant_by_words(text, policy):
         return "relevant"
-    if memory_type in spec.types or (slot is not None and slot in spec.slots):
+    if memory_type in spec.types:
         return "always"
     return spec.default
 
