@@ -239,15 +239,24 @@ async def test_stored_topics_follow_the_rules_when_settling_fails(
             followed.set()
             return 0
 
+    await _first_round_until(followed, Memories(), monkeypatch)
+
+
+async def _first_round_until(
+    done: asyncio.Event, memories: _Settled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs the background loop (with nothing to move) until ``done`` is set in its first
+    round, then stops it."""
+
     async def nothing(memories: object) -> int:
         return 0
 
     monkeypatch.setattr(reembed_module, "carry_over", nothing)
     mover = asyncio.ensure_future(
-        reembed_module.keep_carrying_over(Memories(), every=300)  # type: ignore[arg-type]
+        reembed_module.keep_carrying_over(memories, every=300)  # type: ignore[arg-type]
     )
     try:
-        await asyncio.wait_for(followed.wait(), timeout=60)
+        await asyncio.wait_for(done.wait(), timeout=60)
     finally:
         mover.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -293,16 +302,4 @@ async def test_the_background_loop_embeds_the_request_sample(
             async def sample() -> None:
                 asked.set()
 
-    async def nothing(memories: object) -> int:
-        return 0
-
-    monkeypatch.setattr(reembed_module, "carry_over", nothing)
-    mover = asyncio.ensure_future(
-        reembed_module.keep_carrying_over(Memories(), every=300)  # type: ignore[arg-type]
-    )
-    try:
-        await asyncio.wait_for(asked.wait(), timeout=60)
-    finally:
-        mover.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await mover
+    await _first_round_until(asked, Memories(), monkeypatch)

@@ -140,9 +140,17 @@ class Memories:
                 return WriteOutcome(
                     await self._reconfirm(duplicate, now, actor), created=False, deduplicated=True
                 )
-            conflicts = await self._replaced_by(
-                ident, decision, scope, project_id, neighbours, content, how, type
-            )
+            # a value for a while ("这几天回答都用英文", expiring in a week) ends nothing that
+            # outlives it: both stay, recall takes the newer while it lasts (the newest wins
+            # a conflict), and the older again once it has expired
+            until = decision.expires_at
+            conflicts = [
+                m
+                for m in await self._replaced_by(
+                    ident, decision, scope, project_id, neighbours, content, how, type
+                )
+                if until is None or (m.expires_at is not None and m.expires_at <= until)
+            ]
             memory = Memory(
                 id=new_memory_id(),
                 tenant=ident.tenant,
@@ -207,11 +215,11 @@ class Memories:
     ) -> builtins.list[Memory]:
         """The active memories a new memory supersedes: in a one-valued slot every one of
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
-        unless the two state the same value or the older outlives the newer; in a
-        many-valued one only those saying nearly the same thing. Without a slot, a topical
-        memory that says something changed ("训练改成一周三练全身了") replaces the one most
-        similar older topical memory of its tier that shares a topic with it, if close
-        enough (``ChangesSpec``)."""
+        unless the two state the same value; in a many-valued one only those saying nearly
+        the same thing. Without a slot, a topical memory that says something changed
+        ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
+        tier that shares a topic with it, if close enough (``ChangesSpec``). The caller
+        keeps those that outlive the new memory."""
         policy, slot = self.policy, decision.slot
         if not slot:
             if applies != "relevant" or not decision.says_change:
@@ -237,17 +245,12 @@ class Memories:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
-            # a value for a while ("这几天回答都用英文", expiring in a week) does not end one
-            # that outlives it: both stay, recall takes the newer while it lasts, and the
-            # older again once it has expired
-            until = decision.expires_at
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
                 and not policy.same_slot_value(slot, m.content, content)
-                and (until is None or (m.expires_at is not None and m.expires_at <= until))
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
@@ -396,7 +399,7 @@ class Memories:
                 self.settled(memory)
             await self._resemble(batch)
             for memory in batch:
-                await self.store.update_memory(memory, _derived_fields(memory))
+                await self.store.update_memory(memory, memory.derived_fields())
                 owner = (memory.tenant, memory.user)
                 topical[owner] = topical.get(owner, 0) + int(memory.applies == "relevant")
             for (tenant, user), count in topical.items():
@@ -428,7 +431,7 @@ class Memories:
                     if derived == (memory.topics, memory.says_change):
                         continue
                     memory.topics, memory.says_change = derived
-                    await self.store.update_memory(memory, _derived_fields(memory))
+                    await self.store.update_memory(memory, memory.derived_fields())
                     changed += 1
         await self.store.set_topics_basis(basis)
         return changed
@@ -587,12 +590,3 @@ def _actor_fields(actor: str) -> dict[str, Any]:
 
 def _show(value: Any) -> Any:
     return to_iso(value) if isinstance(value, datetime) else value
-
-
-def _derived_fields(memory: Memory) -> dict[str, Any]:
-    """The hash fields the rules derive from a memory's words and type."""
-    return {
-        "applies": memory.applies,
-        "topics": ",".join(memory.topics),
-        "says_change": "" if memory.says_change is None else int(memory.says_change),
-    }

@@ -795,12 +795,17 @@ def normalize(text: str) -> str:
     return folded if folded.isascii() else _T2S.convert(folded)
 
 
+def matches_any(rules: Sequence[RuleSpec], text: str) -> bool:
+    """Whether one of ``rules`` matches the folded text (each tried only where its ``needs``
+    are met)."""
+    folded = normalize(text)
+    lowered = folded.lower()
+    return any(rule.compiled.search(folded) for rule in rules if rule.tried_on(lowered))
+
+
 def is_one_time(text: str, policy: Policy) -> bool:
     """True when the text is an instruction for this turn or conversation only."""
-    if not text:
-        return False
-    folded = normalize(text)
-    return any(rule.compiled.search(folded) for rule in policy.one_time.patterns)
+    return bool(text) and matches_any(policy.one_time.patterns, text)
 
 
 def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> str | None:
@@ -825,8 +830,7 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
 
 def says_change(text: str, policy: Policy) -> bool:
     """Whether the text says that something about the user changed (``ChangesSpec``)."""
-    folded = normalize(text)
-    return any(rule.compiled.search(folded) for rule in policy.changes.patterns)
+    return matches_any(policy.changes.patterns, text)
 
 
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
@@ -866,8 +870,7 @@ def change_may_replace(
 
 def standing_by_words(text: str, policy: Policy) -> bool:
     """Whether the words make a memory a standing instruction ("always give complete code")."""
-    folded = normalize(text)
-    return any(rule.compiled.search(folded) for rule in policy.applies.patterns)
+    return matches_any(policy.applies.patterns, text)
 
 
 def derive_applies(
@@ -882,18 +885,11 @@ def derive_applies(
         or standing_by_words(text, policy)
     ):
         return "always"
-    if spec.relevant and relevant_by_words(text, policy):
+    if matches_any(spec.relevant, text):
         return "relevant"
     if memory_type in spec.types:
         return "always"
     return spec.default
-
-
-def relevant_by_words(text: str, policy: Policy) -> bool:
-    """Whether one of ``applies.relevant`` matches the text."""
-    folded = normalize(text)
-    lowered = folded.lower()
-    return any(r.compiled.search(folded) for r in policy.applies.relevant if r.tried_on(lowered))
 
 
 @dataclass(frozen=True)

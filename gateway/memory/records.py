@@ -109,11 +109,17 @@ class Memory:
             "inject_count": self.inject_count,
             "last_injected_at": _ts(self.last_injected_at),
             "embedding_model": self.embedding_model,
+            **self.derived_fields(),
+            "typicality": self.typicality,
+            "embedding": embedding,
+        }
+
+    def derived_fields(self) -> dict[str, Any]:
+        """The hash fields the policy's rules derive from the memory's words and type."""
+        return {
             "applies": self.applies,
             "topics": ",".join(self.topics),
-            "typicality": self.typicality,
             "says_change": "" if self.says_change is None else int(self.says_change),
-            "embedding": embedding,
         }
 
     @classmethod
