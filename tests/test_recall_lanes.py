@@ -234,6 +234,14 @@ HEARING = [
         ("closed my account at the gym", None),
         ("银行卡在抽屉里", None),
         ("工资卡是建设银行的", "bank"),
+        # an appointment is no job; a car swapped in is the car, a computer is not
+        ("dentist on the 3rd", None),
+        ("老捷达卖了，换了台比亚迪秦PLUS的插混", "car"),
+        ("换了台新电脑", None),
+        ("换白班了，早八点到下午五点", "shift"),
+        # the name to use, set against one not to; a language set against another is no name
+        ("it's Jo, not Joanna", "name"),
+        ("It's Python, not Java", "programming_language"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -380,6 +388,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "fitness" in policy.topics_reaching(["fitness"]) and "health" in (
         policy.topics_reaching(["fitness"])
     )
+    # what the user means to spend matters to what a request buys, books or goes out to;
+    # not to a recipe. What the user wears goes into a bag.
+    assert all("budget" in policy.topics_reaching([t]) for t in ("purchase", "travel", "outings"))
+    assert "budget" not in policy.topics_reaching(["food"])
+    assert "clothing" in policy.topics_reaching(["packing"])
+    assert {"body"} <= policy.topics_reaching(["clothing"]) & policy.topics_reaching(["fitness"])
+    assert "body" not in policy.topics_reaching(["food"])
 
 
 @pytest.mark.parametrize(
@@ -592,6 +607,28 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("老公在仓库上夜班", "partner", "coding"),
         ("Make me a study schedule for the next 10 days", "agenda", "food"),
         ("how do I stop message previews showing on my lock screen?", "gadgets", "food"),
+        # fitting something into the user's days, and the hours that shape it
+        ("When's the best time for me to fit in the gym this week?", "timetable", "food"),
+        ("Make me a 6 week plan to go from walking to running 5k", "timetable", "coding"),
+        ("帮我排一个每天的复习计划", "timetable", "food"),
+        ("白天在奶茶店打工，晚上六点以后才有空", "timetable", "coding"),
+        ("started at a dental office front desk, Mon-Fri 8 to 5", "timetable", "food"),
+        # local requests, and where the user lives or stays
+        ("Find me a weekend Pilates class near home", "place", "coding"),
+        ("my flat's in Sheffield, Kelham Island", "place", "coding"),
+        ("这学期交换在慕尼黑，待到七月底", "place", "coding"),
+        # the user's build decides what fits; feeling the cold is about what to wear
+        ("身高165，偏瘦，肩比较窄", "body", "coding"),
+        ("I'm 6'2 with long legs, always struggle with bike sizing", "body", "clothing"),
+        ("had burnout last year, my therapist says no working past 7pm", "timetable", "food"),
+        ("入门公路车买啥好 第一次买 不太懂", "purchase", "coding"),
+        ("I always run cold, I need layers everywhere", "clothing", "coding"),
+        ("业余爱好拍鸟", "photography", "pets"),
+        # what the user means to spend; a gift is something to buy
+        ("On a fixed income now, keep gift spending to $30 or less", "budget", "coding"),
+        ("家里预算紧，出去玩每人别超过3000", "budget", "coding"),
+        ("Any ideas what to get my niece for Christmas?", "purchase", "coding"),
+        ("中秋快到了，回家给家里带点什么礼盒好？", "purchase", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -911,6 +948,18 @@ def test_the_users_hours_shape_a_plan_of_the_users_time(gateway: Gateway) -> Non
     me.remember("my sister lives in Vancouver", type="profile")
     assert me.injected(ask(me, "想开始练练身体 一天里啥时候去健身房比较合适")) == [hours]
     assert me.injected(ask(me, "How do I run a cron job every 5 minutes?")) == []
+
+
+def test_a_spending_limit_reaches_a_gift_and_a_trip_not_a_recipe(gateway: Gateway) -> None:
+    me = User(gateway)
+    limit = me.remember(
+        "On a fixed income now, keep gift spending to $30 or less", type="preference"
+    )
+    trips = me.remember("家里预算紧，出去玩每人别超过3000", type="preference")
+    me.remember("bridge club every Thursday afternoon", type="profile")
+    assert limit in me.injected(ask(me, "Any ideas what to get my niece for Christmas?"))
+    assert trips in me.injected(ask(me, "Plan a 3-day trip for us over the holiday"))
+    assert me.injected(ask(me, "How do I make a sourdough starter?")) == []
 
 
 def test_a_sentence_to_translate_is_not_what_the_user_asks_about(gateway: Gateway) -> None:
