@@ -242,6 +242,17 @@ HEARING = [
         # the name to use, set against one not to; a language set against another is no name
         ("it's Jo, not Joanna", "name"),
         ("It's Python, not Java", "programming_language"),
+        ("drive a 2012 Ford Focus, manual", "car"),
+        ("换车了，比亚迪秦PLUS纯电版", "car"),
+        ("换了车位", None),
+        ("drive a forklift at the depot", None),
+        # retiring ends a job; a laptop retired or a father's retirement does not
+        ("上个月正式退休了！终于不用打卡了", "job"),
+        ("I retired the old laptop", None),
+        ("我爸退休了", None),
+        # what pairs with a phone says nothing of which phone it is
+        ("I wear Phonak hearing aids, they pair with my phone over Bluetooth", None),
+        ("my phone's a Samsung Galaxy A14, daughter picked it", "phone"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -622,6 +633,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I'm 6'2 with long legs, always struggle with bike sizing", "body", "clothing"),
         ("had burnout last year, my therapist says no working past 7pm", "timetable", "food"),
         ("入门公路车买啥好 第一次买 不太懂", "purchase", "coding"),
+        ("On the state pension, I try to keep presents to about twenty quid", "budget", "coding"),
+        ("Birthday coming up for my grandchild, what could I get her?", "purchase", "coding"),
+        ("Birthday coming up for my grandchild, what could I get her?", "child", "coding"),
+        ("Lately everyone sounds muffled when I'm on a call", "hearing", "food"),
+        ("Any good brunch spots around me for this weekend?", "place", "coding"),
+        ("Do I need to worry about frost on the car tomorrow morning?", "place", "coding"),
+        ("这周要去银行、修手机、再去趟车管所，帮我排一下时间", "timetable", "food"),
+        ("water pressure in the upstairs shower dropped a lot", "home", "coding"),
+        ("how do I search and replace a word across every file in my project?", "coding", "food"),
         ("I always run cold, I need layers everywhere", "clothing", "coding"),
         ("业余爱好拍鸟", "photography", "pets"),
         # what the user means to spend; a gift is something to buy
@@ -1497,6 +1517,10 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("how do I get rid of ants in the kitchen?", "food"),
         ("周末在家做饭，一家三口吃", "speaking"),  # 口吃 "stutter" inside 三口吃
         ("有没有好玩点的桌游推荐", "outings"),
+        # a lost card to replace is an errand, not a trip to pack for; phone storage no home
+        ("医保卡丢了，去哪儿补办？要带什么？", "packing"),
+        ("医保卡丢了，去哪儿补办？要带什么？", "travel"),
+        ("How do I free up storage on my phone?", "home"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
