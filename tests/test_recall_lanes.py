@@ -253,6 +253,13 @@ HEARING = [
         # what pairs with a phone says nothing of which phone it is
         ("I wear Phonak hearing aids, they pair with my phone over Bluetooth", None),
         ("my phone's a Samsung Galaxy A14, daughter picked it", "phone"),
+        # where the user lives, in more wordings; a role begun is the user's job, not a son's
+        ("we just moved out west to Vancouver for my wife's new job", "location"),
+        ("我们现在住在新西兰奥克兰", "location"),
+        ("signed a lease in Mississauga, near Square One", "location"),
+        ("我们去年去过奥克兰", None),
+        ("started last month as QA Lead at a fintech startup in Hyderabad", "job"),
+        ("My son started last month as an intern at Google", None),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -406,6 +413,12 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "clothing" in policy.topics_reaching(["packing"])
     assert {"body"} <= policy.topics_reaching(["clothing"]) & policy.topics_reaching(["fitness"])
     assert "body" not in policy.topics_reaching(["food"])
+    # a bad back or knee matters to exercise, a chair, the garden, the home and trips; not
+    # to a recipe. How the user gets about (no car) shapes trips and days out.
+    for topic in ("fitness", "furnishings", "garden", "home", "travel", "outings"):
+        assert "mobility" in policy.topics_reaching([topic])
+    assert "mobility" not in policy.topics_reaching(["food"])
+    assert "transport" in policy.topics_reaching(["travel"])
 
 
 @pytest.mark.parametrize(
@@ -642,6 +655,19 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("这周要去银行、修手机、再去趟车管所，帮我排一下时间", "timetable", "food"),
         ("water pressure in the upstairs shower dropped a lot", "home", "coding"),
         ("how do I search and replace a word across every file in my project?", "coding", "food"),
+        # the user's back, joints and walking aids; the garden, furniture and home they meet
+        ("Left hip got replaced 5 weeks ago, can't bend past 90 degrees", "mobility", "coding"),
+        ("腰椎间盘突出，坐久了就疼得厉害", "mobility", "coding"),
+        ("My mother-in-law moved in with us in March, she uses a walker", "mobility", "coding"),
+        ("Freezing draught coming in round the windows", "home", "coding"),
+        ("we're in a Victorian terrace, still got the original sash windows", "home", "coding"),
+        ("We're ordering Thai tonight", "food", "coding"),
+        ("What can I plant in my veggie patch this month?", "garden", "coding"),
+        ("Build me a 6-week plan to bring my 1.5 mile time down", "fitness", "coding"),
+        ("starting a graphic design master's in September", "study", "coding"),
+        ("双胞胎三个月大了", "child", "coding"),
+        ("没车，出门都是高铁地铁", "transport", "coding"),
+        ("I have asthma and I'm allergic to dogs", "health", "coding"),
         ("I always run cold, I need layers everywhere", "clothing", "coding"),
         ("业余爱好拍鸟", "photography", "pets"),
         # what the user means to spend; a gift is something to buy
@@ -1519,6 +1545,10 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("有没有好玩点的桌游推荐", "outings"),
         # a lost card to replace is an errand, not a trip to pack for; phone storage no home
         ("医保卡丢了，去哪儿补办？要带什么？", "packing"),
+        # an allergy to animals is about animals, not a workout or a trip; 'uni' is no study
+        ("I'm allergic to cats, sadly", "health"),
+        ("我对猫毛过敏", "health"),
+        ("names for a bubble tea shop near a uni campus", "study"),
         ("医保卡丢了，去哪儿补办？要带什么？", "travel"),
         ("How do I free up storage on my phone?", "home"),
     ],
