@@ -260,6 +260,10 @@ HEARING = [
         ("我们去年去过奥克兰", None),
         ("started last month as QA Lead at a fintech startup in Hyderabad", "job"),
         ("My son started last month as an intern at Google", None),
+        ("开的是一台2015年的捷达", "car"),
+        # yarn to knit with is no package manager
+        ("i run a small yarn shop on shopify", None),
+        ("I use yarn for package management", "package_manager"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -419,6 +423,11 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         assert "mobility" in policy.topics_reaching([topic])
     assert "mobility" not in policy.topics_reaching(["food"])
     assert "transport" in policy.topics_reaching(["travel"])
+    # a request about a child meets a grown one; the family's meals or a day out do not
+    assert "grown_child" in policy.topics_reaching(["child"])
+    assert not {"grown_child"} & (
+        policy.topics_reaching(["family"]) | policy.topics_reaching(["outings"])
+    )
 
 
 @pytest.mark.parametrize(
@@ -668,6 +677,23 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("双胞胎三个月大了", "child", "coding"),
         ("没车，出门都是高铁地铁", "transport", "coding"),
         ("I have asthma and I'm allergic to dogs", "health", "coding"),
+        # grown children away at university or at work are not the family's children
+        ("女儿在外地读大学", "grown_child", "child"),
+        ("daughter is doing her PhD in Leeds", "grown_child", "child"),
+        ("儿子在加拿大工作", "grown_child", "child"),
+        ("女儿在读初二", "child", "grown_child"),
+        # weddings, anniversaries and the speeches for them
+        ("下个月大学室友结婚 我当伴郎", "occasions", "coding"),
+        ("帮我写段伴郎致辞 别太肉麻", "occasions", "coding"),
+        ("在哈尔滨", "place", "coding"),
+        ("人在西安 住钟楼附近", "place", "coding"),
+        ("money's tight, capping gifts at $30 each this year", "budget", "coding"),
+        ("trying not to spend more than £50 on any bit of kit", "budget", "coding"),
+        ("Pepper is a 30kg lab and she hates the cold", "pets", "coding"),
+        ("每周二四上午去老年大学上书法课", "timetable", "coding"),
+        ("20 mins max on weekdays", "timetable", "coding"),
+        ("need new gloves for the ride in, what kind??", "clothing", "coding"),
+        ("When's a sensible time to schedule a recurring call with my team?", "place", "food"),
         ("I always run cold, I need layers everywhere", "clothing", "coding"),
         ("业余爱好拍鸟", "photography", "pets"),
         # what the user means to spend; a gift is something to buy
@@ -1549,6 +1575,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("I'm allergic to cats, sadly", "health"),
         ("我对猫毛过敏", "health"),
         ("names for a bubble tea shop near a uni campus", "study"),
+        ("我结婚了", "occasions"),
+        ("在公司加班", "place"),
+        ("I work in a lab", "pets"),
         ("医保卡丢了，去哪儿补办？要带什么？", "travel"),
         ("How do I free up storage on my phone?", "home"),
     ],
