@@ -1578,6 +1578,12 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("我结婚了", "occasions"),
         ("在公司加班", "place"),
         ("I work in a lab", "pets"),
+        # the operating system, a dog walker, a question of when to do something
+        ("How do I install Python on Windows 11?", "home"),
+        ("need a dog walker for Tuesdays", "mobility"),
+        ("when to use async in Python", "timetable"),
+        ("每天的饮食怎么搭配", "timetable"),
+        ("a bitwise operation in C", "health"),
         ("医保卡丢了，去哪儿补办？要带什么？", "travel"),
         ("How do I free up storage on my phone?", "home"),
     ],
