@@ -13,6 +13,7 @@ import json
 import re
 import secrets
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from gateway.memory import tokens
@@ -49,11 +50,19 @@ def neutralise(text: str) -> str:
 def line_for(memory: Memory) -> str:
     confirmed = memory.confirmed_at or memory.created_at
     scope = memory.scope if memory.scope != "project" else f"project:{memory.project_id}"
+    day = confirmed.date().isoformat() if isinstance(confirmed, datetime) else None
+    return _line(memory.content, memory.type, scope, day)
+
+
+@lru_cache(maxsize=4096)
+def _line(content: str, memory_type: str, scope: str, confirmed: str | None) -> str:
+    """One memory's line; kept, as a memory's line comes back in every recall of its owner
+    (bounded, least recently used dropped first)."""
     entry = {
-        "fact": neutralise(memory.content),
-        "type": memory.type,
+        "fact": neutralise(content),
+        "type": memory_type,
         "scope": scope,
-        "confirmed": confirmed.date().isoformat() if isinstance(confirmed, datetime) else None,
+        "confirmed": confirmed,
     }
     return json.dumps(entry, ensure_ascii=False)
 

@@ -107,6 +107,7 @@ class _Searches:
     query_leading: frozenset[str]
     embedded_at: float
     topic_clause: bool  # whether the keyword search also found memories by topic
+    scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
 
     @property
     def names(self) -> list[str]:
@@ -115,6 +116,13 @@ class _Searches:
     def cancel(self) -> None:
         _abandon(self.keywords)
         _abandon(self.vector)
+
+
+@dataclass(slots=True)
+class _About:
+    query_topics: list[str]
+    memory_topics: list[str]  # memory topics that matter to the request's topics
+    names: Names
 
 
 @dataclass(slots=True)
@@ -184,7 +192,6 @@ class Recaller:
             result.skipped = "no_user_text"
             return result
         result.query_hash = hashlib.sha256(text.encode()).hexdigest()[:12]
-        result.query_preview, scanned = self._preview(text)
         now = clock.now()
         store = self.store
         owner = (ident.tenant, ident.user)
@@ -196,13 +203,15 @@ class Recaller:
         searches: _Searches | None = None
         try:
             if seen is not None and not seen.paused and _searches_topical(seen):
-                searches = await self._search(ident, text, scanned, now, seen)
+                searches = await self._search(ident, text, None, now, seen)
             settings = await settings_read
         except BaseException:
             _abandon(settings_read)
             if searches:
                 searches.cancel()
             raise
+        # for the trace, once the searches (if any) are on their way
+        result.query_preview, scanned = self._preview(text, searches.scanned if searches else None)
         count = int(settings.get("memory_count") or 0)  # kept beside the settings, never low
         topical_raw = settings.get("topical_count")
         known = _Owner(
@@ -274,16 +283,21 @@ class Recaller:
         }
         return result
 
-    def _preview(self, text: str) -> tuple[str | None, tuple[str, Scan] | None]:
+    def _preview(
+        self, text: str, scanned: tuple[str, Scan] | None
+    ) -> tuple[str | None, tuple[str, Scan] | None]:
         """The question's first characters for the trace, with secrets and personal
         identifiers (contact details included) cut out first (None when the policy keeps
-        no preview), and the text scanned with its scan, which the search query reuses
-        when it is the same text (a question is usually shorter than either's cut)."""
+        no preview), and the text scanned with its scan. Either scan serves the other when
+        both are of the same text (a question is usually shorter than either's cut):
+        ``scanned`` is the search query's, if it ran first."""
         chars = self.policy.recall.trace_preview_chars
         if not chars:
             return None, None
         head = text[: chars * 4]
-        found = scan(head, self.policy)
+        found = (
+            scanned[1] if scanned is not None and scanned[0] == head else scan(head, self.policy)
+        )
         clean = " ".join(redact(head, self.policy, "medium", scanned=found).split())
         preview = clean if len(clean) <= chars else clean[: chars - 1].rstrip() + "…"
         return preview, (head, found)
@@ -324,8 +338,9 @@ class Recaller:
         # A secret the user typed means nothing to recall, and a query is a Redis command
         # (which Redis's slow log may keep): it is cut out before the query is built.
         head = question[:_QUERY_CHARS]
-        found = scanned[1] if scanned is not None and scanned[0] == head else None
-        text = redact(head, self.policy, "high", replacement=" ", scanned=found)
+        if scanned is None or scanned[0] != head:
+            scanned = (head, scan(head, self.policy))
+        text = redact(head, self.policy, "high", replacement=" ", scanned=scanned[1])
         store = self.store
         # rendered once: both searches use it, and rendering is not free
         expr = str(
@@ -340,17 +355,16 @@ class Recaller:
         )
         spec = self.policy.recall
         own = own_words(text)
-        query_topics = topics_of(own, self.policy)
-        asked = name_words(own) if spec.relevance.shared_name else Names(frozenset(), frozenset())
-        memory_topics = sorted(self.policy.topics_reaching(query_topics))  # found by keywords
         words = search_text(text)
         pool = spec.candidate_pool
         large = plan.count > LARGE_USER
         # For a large user a topic the request shares selects thousands of memories that the
         # tag match gives no order: Redis would score every one of them to hand back an
         # arbitrary few. There, topical memories are found by their words and their meaning
-        # (the vector search), and a shared topic still counts towards relevance.
-        by_topic = [] if large else memory_topics
+        # (the vector search), and a shared topic still counts towards relevance: the
+        # request's topics are then read while Redis runs both searches, not before.
+        about = None if large else self._about(own)
+        by_topic = about.memory_topics if about is not None else []
         keywords = asyncio.ensure_future(
             store.text_hits(
                 expr,
@@ -360,27 +374,49 @@ class Recaller:
                 load=True,
             )
         )
+        vector_search: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None = None
         try:
             await store.sent()  # before a local embedder holds the loop
             # the meaning asked about is the request's own: a sentence to translate or a story to
             # proofread says nothing of what the user needs from their memories
             vector = await self.embedder.embed_query(own if own.strip() else text)
+            vector_search = asyncio.ensure_future(
+                store.vector_hits(expr, vector, pool, large=large, load=True)
+            )
+            embedded_at = self.clock.monotonic()
+            if about is None:
+                await store.sent()  # before the topics hold the loop
+                about = self._about(own)
         except BaseException:
             _abandon(keywords)
+            if vector_search is not None:
+                _abandon(vector_search)
             raise
         return _Searches(
             keywords,
-            asyncio.ensure_future(store.vector_hits(expr, vector, pool, large=large, load=True)),
-            query_topics,
-            frozenset(memory_topics),
+            vector_search,
+            about.query_topics,
+            frozenset(about.memory_topics),
             # the words shared with a memory are the request's own: a sentence to translate
             # or a story to proofread is not what the user asks about
             frozenset((words if own == text else search_text(own)).split()),
-            asked.inside - self.policy.vocabulary,
-            asked.opening - self.policy.vocabulary,
-            self.clock.monotonic(),
+            about.names.inside - self.policy.vocabulary,
+            about.names.opening - self.policy.vocabulary,
+            embedded_at,
             bool(by_topic),
+            scanned,
         )
+
+    def _about(self, own: str) -> _About:
+        """What the request's own words are about: its topics, the memory topics they
+        reach (found by keywords) and the names it holds."""
+        query_topics = topics_of(own, self.policy)
+        names = (
+            name_words(own)
+            if self.policy.recall.relevance.shared_name
+            else Names(frozenset(), frozenset())
+        )
+        return _About(query_topics, sorted(self.policy.topics_reaching(query_topics)), names)
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
         """Each found memory's typicality (none when the policy turns it off). Missing ones
