@@ -616,8 +616,8 @@ def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
 
 
 def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> None:
-    """``topics_of`` looks keywords up in one index (a request pays it before its searches
-    are sent); each topic's own ``matches`` is the reference, on every topic example, the
+    """``topics_of`` looks keywords, and the words patterns need, up in one index (a request
+    may pay it before its searches are sent); each topic's own ``matches`` is the reference, on every topic example, the
     shipped scenarios' texts and random mixtures of their words in both languages."""
     from gateway.memory.policy import normalize, plain_words, topics_of
     from gateway.memory.scenario_eval import SHIPPED, load_scenarios
@@ -626,8 +626,11 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
     for scenario in load_scenarios(SHIPPED):
         texts += [scenario.request.message, *(m.content for m in scenario.memories)]
     keywords = [k for topic in policy.topics for k in topic.keywords]
+    # the words a pattern needs before it is tried, alone and inside other words
+    keywords += [n for topic in policy.topics for r in topic.patterns for n in r.needs]
+    keywords += ["x" + n + "s" for topic in policy.topics for r in topic.patterns for n in r.needs]
     rng = random.Random(5)
-    for _ in range(400):
+    for _ in range(800):
         parts = rng.sample(texts, 2) + rng.sample(keywords, 3)
         rng.shuffle(parts)
         texts.append(

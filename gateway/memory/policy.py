@@ -427,14 +427,17 @@ class TopicSpec(_Model):
         """Whether one of ``unless`` matches the text (``lowered``: it lower-cased)."""
         return any(r.compiled.search(text) for r in self.unless if r.tried_on(lowered))
 
+    def phrase_found(self, text: str, lowered: str) -> bool:
+        """Whether one of its multi-word keywords is in the text, each tried only if the
+        text (``lowered``: lower-cased) holds its longest word."""
+        return any(phrase.search(text) for hint, phrase in self._phrases.items() if hint in lowered)
+
     def matches_beyond_keywords(self, text: str, *, hinted: bool, lowered: str) -> bool:
         """Its multi-word keywords and its patterns (its plain and CJK keywords aside);
         ``hinted``: the text may hold the longest word of one of its phrases (False skips
         them; each is tried only where its word stands); ``lowered``: the text lower-cased,
         for the phrases' words and the patterns' ``needs``."""
-        if hinted and any(
-            phrase.search(text) for hint, phrase in self._phrases.items() if hint in lowered
-        ):
+        if hinted and self.phrase_found(text, lowered):
             return True
         return any(r.compiled.search(text) for r in self.patterns if r.tried_on(lowered))
 
@@ -906,6 +909,13 @@ class TopicKeywords:
     # looked for as it is
     hint_pairs: dict[str, tuple[tuple[str, int], ...]]
     short_hints: tuple[tuple[str, int], ...]
+    # every topic's patterns, numbered: (topic, pattern); a pattern's ``needs`` words by
+    # their first two characters, as the hints (a lookup per position of a text, not a
+    # search per pattern), and the patterns that need nothing, tried on every text
+    patterns: tuple[tuple[int, RuleSpec], ...]
+    need_pairs: dict[str, tuple[tuple[str, int], ...]]
+    short_needs: tuple[tuple[str, int], ...]
+    need_nothing: frozenset[int]
 
     @staticmethod
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
@@ -913,7 +923,17 @@ class TopicKeywords:
         by_char: dict[str, list[tuple[str, int]]] = {}
         pairs: dict[str, list[tuple[str, int]]] = {}
         short: list[tuple[str, int]] = []
+        patterns: list[tuple[int, RuleSpec]] = []
+        need_pairs: dict[str, list[tuple[str, int]]] = {}
+        short_needs: list[tuple[str, int]] = []
         for i, topic in enumerate(topics):
+            for rule in topic.patterns:
+                number = len(patterns)
+                patterns.append((i, rule))
+                for need in rule.needs:
+                    (need_pairs.setdefault(need[:2], []) if len(need) > 1 else short_needs).append(
+                        (need, number)
+                    )
             for word in topic._words:
                 by_word.setdefault(word, []).append(i)
             for keyword in topic._cjk:
@@ -924,7 +944,16 @@ class TopicKeywords:
         def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
             return {key: tuple(values) for key, values in index.items()}
 
-        return TopicKeywords(frozen(by_word), frozen(by_char), frozen(pairs), tuple(short))
+        return TopicKeywords(
+            frozen(by_word),
+            frozen(by_char),
+            frozen(pairs),
+            tuple(short),
+            tuple(patterns),
+            frozen(need_pairs),
+            tuple(short_needs),
+            frozenset(n for n, (_, rule) in enumerate(patterns) if not rule.needs),
+        )
 
     def found(self, folded: str, words: frozenset[str]) -> set[int]:
         """Topics (by position) a plain or CJK keyword of which the text holds."""
@@ -934,6 +963,19 @@ class TopicKeywords:
             hit.update(by_word.get(word, ()))
         _starting(self.by_char, folded, hit)
         return hit
+
+    def tried(self, lowered: str) -> dict[int, list[RuleSpec]]:
+        """By topic (position), the patterns worth trying on the lower-cased text: those
+        one of whose ``needs`` it holds and those that need nothing (``RuleSpec.tried_on``
+        for every pattern at once)."""
+        numbers = {n for need, n in self.short_needs if need in lowered}
+        _starting(self.need_pairs, lowered, numbers, width=2)
+        numbers |= self.need_nothing
+        by_topic: dict[int, list[RuleSpec]] = {}
+        for number in numbers:
+            topic, rule = self.patterns[number]
+            by_topic.setdefault(topic, []).append(rule)
+        return by_topic
 
     def hinted(self, lowered: str) -> set[int]:
         """Topics the longest word of one of whose phrases the lower-cased text holds (as a
@@ -970,10 +1012,15 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
     index = policy.topic_keywords
     hit = index.found(folded, words)
     hinted = index.hinted(lowered)
+    tried = index.tried(lowered)
     return [
         topic.name
         for i, topic in enumerate(policy.topics)
-        if (i in hit or topic.matches_beyond_keywords(folded, hinted=i in hinted, lowered=lowered))
+        if (
+            i in hit
+            or (i in hinted and topic.phrase_found(folded, lowered))
+            or any(rule.compiled.search(folded) for rule in tried.get(i, ()))
+        )
         and (memory_type is None or not topic.types or memory_type in topic.types)
         and not (topic.unless and topic.excluded(folded, lowered))
     ]
