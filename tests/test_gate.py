@@ -32,14 +32,14 @@ def decide(content: str = "I prefer concise answers", **kw: Any) -> GateDecision
 
 
 # --- the table ------------------------------------------------------------------------------
-# id: (content, draft fields, reasons, stored source, days until expiry or None)
+# id: (content, draft fields, reasons, stored source, days until expiry, when it expires, or None)
 
 US, UC, MI = "user_stated", "user_confirmed", "model_inference"
 ONE_TIME, SENSITIVE = ("one_time",), ("sensitive",)
 PROJECT = {"type": "project", "scope": "project", "project_id": "memgate"}
 
 # fmt: off
-TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] = {
+TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime | None]] = {
     # long-term types never expire on their own
     "preference": ("I prefer concise answers", {}, (), US, None),
     "accessibility": ("I am colour-blind", {"type": "accessibility"}, (), US, None),
@@ -48,7 +48,10 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     # time-limited types get their TTL from the policy
     "project": ("project uses FastAPI", PROJECT, (), US, 90),
     "goal": ("准备雅思考试", {"type": "goal"}, (), US, 30),
-    "plan": ("moving to Berlin next month", {"type": "plan"}, (), US, 14),
+    "plan": ("moving to Berlin", {"type": "plan"}, (), US, 14),
+    # ... or from the time a goal or plan names
+    "plan next month": ("moving to Berlin next month", {"type": "plan"}, (), US,
+                        datetime(2025, 5, 1, tzinfo=UTC)),
     # session types are never stored, whatever the source or confirmation
     "tone": ("be playful", {"type": "tone"}, ONE_TIME, US, None),
     "length": ("short answers", {"type": "length", "confirmed": True}, ONE_TIME, US, None),
@@ -70,7 +73,7 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     "model_inference confirmed": ("uses Neovim", {"source": MI, "confirmed": True}, (), UC, None),
     "model_inference plan confirmed": ("下周去上海出差",
                                        {"source": MI, "type": "plan", "confirmed": True},
-                                       (), UC, 14),
+                                       (), UC, 16),
     # one-time instructions, in both languages, are refused even when confirmed
     "one_time en": ("keep it short this time", {}, ONE_TIME, US, None),
     "one_time en confirmed": ("just the answer this time", {"confirmed": True}, ONE_TIME, US,
@@ -82,9 +85,9 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     # "this time" of a trip is no instruction for this answer
     "trip this time zh": ("国庆再去成都，这次住春熙路附近", {"type": "plan"}, (), US, 14),
     "trip this time en": ("Seeing my parents in March, flying this time instead of the train",
-                          {"type": "plan"}, (), US, 14),
+                          {"type": "plan"}, (), US, datetime(2025, 4, 1, tzinfo=UTC)),
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
-                                {"type": "plan"}, (), US, 14),
+                                {"type": "plan"}, (), US, datetime(2025, 5, 1, tzinfo=UTC)),
     "exam this time zh": ("这次期末想考进年级前十", {"type": "goal"}, (), US, 30),
     "this time it is zh": ("换了份工作，这次是做运营", {"type": "profile"}, (), US, None),
     "persistent zh": ("以后都用中文回答", {}, (), US, None),
@@ -109,13 +112,18 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | None]] =
     [pytest.param(*row, id=name) for name, row in TABLE.items()],
 )
 def test_decision_table(
-    content: str, fields: dict[str, Any], reasons: tuple[str, ...], source: str, days: int | None
+    content: str,
+    fields: dict[str, Any],
+    reasons: tuple[str, ...],
+    source: str,
+    days: int | datetime | None,
 ) -> None:
     decision = decide(content, **fields)
     assert decision.reasons == reasons
     assert decision.allowed is (reasons == ())
     assert decision.source == source
-    assert decision.expires_at == (NOW + days * DAY if days is not None else None)
+    expected = NOW + days * DAY if isinstance(days, int) else days
+    assert decision.expires_at == expected
 
 
 def test_the_table_covers_every_tier_source_and_reason() -> None:
@@ -180,6 +188,67 @@ def test_project_id_is_allowed_without_project_scope() -> None:
 def test_explicit_expiry_wins_over_the_type_ttl() -> None:
     until = NOW + 3 * DAY
     assert decide("moving next week", type="plan", expires_at=until).expires_at == until
+
+
+# saved on NOW (1 March 2025, 09:30 UTC)
+HORIZONS = [
+    ("dentist tomorrow at 9", "plan", NOW + 2 * DAY),
+    ("明天一早要去批发市场进货", "plan", NOW + 2 * DAY),
+    ("后天要去医院复查", "plan", NOW + 3 * DAY),
+    ("this weekend we're hosting my in-laws", "plan", NOW + 8 * DAY),
+    ("这周末要给店里做个大扫除", "plan", NOW + 8 * DAY),
+    ("周五要交报告", "plan", NOW + 8 * DAY),
+    ("I'm flying to Tokyo next week", "plan", NOW + 16 * DAY),
+    ("下个礼拜三面试", "plan", NOW + 16 * DAY),
+    ("no sugar for the next two weeks", "goal", NOW + 16 * DAY),
+    ("接下来两周每天背单词", "goal", NOW + 16 * DAY),
+    (
+        "have to finish the tax return by the end of the month",
+        "plan",
+        datetime(2025, 4, 1, tzinfo=UTC),
+    ),
+    ("下个月初店里搞周年庆", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    ("getting married in 3 months", "plan", NOW + 93 * DAY),
+    ("三个月内减掉十斤", "goal", NOW + 93 * DAY),
+    ("半年内考出证书", "goal", NOW + 183 * DAY),
+    ("I want to read 30 books this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("我在减肥，目标是年底前减到60公斤", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("打算明年春天带全家去新疆自驾", "plan", datetime(2027, 1, 1, tzinfo=UTC)),
+    ("saving for a new roof by next summer", "goal", datetime(2027, 1, 1, tzinfo=UTC)),
+    ("the conference is in June", "plan", datetime(2025, 7, 1, tzinfo=UTC)),
+    ("十二月底前交论文", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    # a month already past this year is next year's
+    ("ski trip in February", "plan", datetime(2026, 3, 1, tzinfo=UTC)),
+    # several times: the latest
+    ("下周开始准备，年底前考完驾照", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    # no time, a time it starts from, a weekly habit: the type's lifetime
+    ("去上海出差", "plan", NOW + 14 * DAY),
+    ("准备雅思考试", "goal", NOW + 30 * DAY),
+    ("从明天开始每天跑五公里", "goal", NOW + 30 * DAY),
+    ("starting next week I'm running every morning", "goal", NOW + 30 * DAY),
+    ("每周五晚上打羽毛球", "plan", NOW + 14 * DAY),
+    ("I go to the gym every Friday", "plan", NOW + 14 * DAY),
+    # only goals and plans: a project's facts keep its lifetime
+    ("we ship the new API next month", "project", NOW + 90 * DAY),
+]
+
+
+@pytest.mark.parametrize(("content", "memory_type", "until"), HORIZONS)
+def test_a_goal_or_plan_lasts_as_long_as_the_time_it_names(
+    content: str, memory_type: str, until: datetime
+) -> None:
+    fields: dict[str, Any] = PROJECT if memory_type == "project" else {"type": memory_type}
+    assert decide(content, **fields).expires_at == until
+
+
+def test_a_time_already_past_gives_the_type_lifetime() -> None:
+    """A horizon read as ending before the memory is saved never refuses or expires it."""
+    late = datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
+    decision = check_write(
+        Draft("finish the report by the end of the month", "plan", US), POLICY, late
+    )
+    assert decision.expires_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert decision.allowed
 
 
 def test_explicit_expiry_on_a_long_term_type_is_kept() -> None:

@@ -112,7 +112,12 @@ def check_write(
         else:
             expires_at = draft.expires_at.astimezone(UTC)
     elif type_spec is not None and type_spec.ttl is not None:
-        expires_at = (now + type_spec.ttl).astimezone(UTC)
+        # a goal or plan lasts as long as the time it names ("tomorrow", "明年"), else its
+        # type's lifetime
+        ends = policy.horizons.until(content, draft.type, now.astimezone(UTC))
+        expires_at = (
+            ends if ends is not None and ends > now else (now + type_spec.ttl).astimezone(UTC)
+        )
 
     slot = draft.slot
     if slot is not None and not _SLOT.fullmatch(slot):

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, get_args
@@ -519,6 +519,127 @@ class MiningRuleSpec(RuleSpec):
     type: Name
 
 
+_MONTHS = {
+    name: i + 1
+    for i, names in enumerate(
+        (
+            "january jan 一",
+            "february feb 二",
+            "march mar 三",
+            "april apr 四",
+            "may 五",
+            "june jun 六",
+            "july jul 七",
+            "august aug 八",
+            "september sep sept 九",
+            "october oct 十",
+            "november nov 十一",
+            "december dec 十二",
+        )
+    )
+    for name in names.split()
+}
+_NUMERALS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "半": 0.5,
+    "一": 1,
+    "两": 2,
+    "二": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+    "十": 10,
+}
+
+
+def _count(word: str) -> float | None:
+    """A small count as users write it: 3, three, 三, 十二, 两 (None: not one)."""
+    word = word.strip().lower()
+    if word.isdigit():
+        return int(word)
+    if word in _NUMERALS:
+        return _NUMERALS[word]
+    if len(word) == 2 and word[0] == "十" and word[1] in _NUMERALS:  # 十二
+        return 10 + _NUMERALS[word[1]]
+    return None
+
+
+def _month_end(year: int, month: int) -> datetime:
+    """The first instant after ``month`` of ``year`` (UTC): the month's end."""
+    return datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+
+
+class HorizonRule(RuleSpec):
+    """A time a goal or plan names and how long it lasts from then on. Exactly one of:
+    ``days`` after it was saved (times the count its ``n`` group names, if it has one),
+    ``month_end`` (the end of the month it was saved in, 0, or of the next, 1), ``year_end``
+    (likewise for the calendar year), ``named_month`` (the end of the next month its
+    ``month`` group names: "in March", "3月")."""
+
+    days: PositiveInt | None = None
+    month_end: Literal[0, 1] | None = None
+    year_end: Literal[0, 1] | None = None
+    named_month: bool = False
+
+    def until(self, text: str, saved: datetime) -> datetime | None:
+        """When a memory saved at ``saved`` whose text this rule matches ends (None: the
+        rule does not match, or its count or month is not one it can read)."""
+        found = self.compiled.search(text)
+        if found is None:
+            return None
+        if self.days is not None:
+            n: float | None = 1
+            if "n" in self.compiled.groupindex:
+                n = _count(found.group("n") or "")
+            return saved + timedelta(days=self.days * n) if n else None
+        if self.month_end is not None:
+            return _month_end(saved.year, saved.month + self.month_end)
+        if self.year_end is not None:
+            return datetime(saved.year + 1 + self.year_end, 1, 1, tzinfo=UTC)
+        month = _MONTHS.get((found.group("month") or "").lower())
+        if month is None and (found.group("month") or "").isdigit():
+            month = int(found.group("month"))
+        if month is None or not 1 <= month <= 12:
+            return None
+        return _month_end(saved.year + (month < saved.month), month)
+
+
+class HorizonsSpec(_Model):
+    """When a goal or plan ends, by the time its words name: "tomorrow" ends in days, "明年"
+    at the end of next year. A memory of one of ``types`` that names none keeps its type's
+    ``ttl_days``; one that names several lasts until the latest. An explicit expiry given
+    with the memory wins."""
+
+    types: tuple[Name, ...]
+    rules: tuple[HorizonRule, ...]
+    not_examples: tuple[str, ...] = ()
+
+    def until(self, text: str, memory_type: str, saved: datetime) -> datetime | None:
+        """When a memory of ``memory_type`` saved at ``saved`` ends by the horizon its
+        ``text`` names (None: its type's default applies)."""
+        if memory_type not in self.types or not text:
+            return None
+        folded = normalize(text)
+        ends = [end for rule in self.rules if (end := rule.until(folded, saved)) is not None]
+        return max(ends) if ends else None
+
+
 class MiningSpec(_Model):
     """Which sentences of a user message become candidate memories (see ``gateway/memory/mine.py``).
 
@@ -656,6 +777,7 @@ class Policy(_Model):
     slots: tuple[SlotSpec, ...]
     applies: AppliesSpec
     topics: tuple[TopicSpec, ...]
+    horizons: HorizonsSpec
     mining: MiningSpec
     recall: RecallSpec
     dedup: DedupSpec
@@ -1249,6 +1371,7 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
     yield from _check_sensitivity(policy)
     yield from _check_rules(policy)
     yield from _check_mining(policy)
+    yield from _check_horizons(policy)
     recall = policy.recall
     if not math.isclose(recall.weights.vector + recall.weights.text, 1.0, abs_tol=1e-9):
         yield ("recall", "weights"), "vector and text weights must add up to 1"
@@ -1396,6 +1519,41 @@ def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
     for j, word in enumerate(rule.needs):
         if word != word.lower():
             yield (*loc, "needs", j), "must be lower-case (it is looked for in lower-cased text)"
+
+
+def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    spec = policy.horizons
+    for i, name in enumerate(spec.types):
+        if name not in policy.types:
+            yield ("horizons", "types", i), f"unknown memory type {name!r}"
+        elif policy.types[name].tier != "time_limited":
+            yield ("horizons", "types", i), f"only time_limited types expire ({name})"
+    saved = datetime(2026, 1, 15, tzinfo=UTC)
+    for i, rule in enumerate(spec.rules):
+        loc: Loc = ("horizons", "rules", i)
+        ways = [rule.days is not None, rule.month_end is not None, rule.year_end is not None]
+        ways.append(rule.named_month)
+        if sum(ways) != 1:
+            yield loc, "needs exactly one of days, month_end, year_end, named_month"
+            continue
+        problems = list(_check_rule(rule, loc))
+        yield from problems
+        if problems:
+            continue
+        groups = rule.compiled.groupindex
+        if rule.named_month and "month" not in groups:
+            yield (*loc, "regex"), "a named_month rule needs a (?P<month>...) group"
+        elif "n" in groups and rule.days is None:
+            yield (*loc, "regex"), "only a days rule counts (?P<n>...)"
+        else:
+            for j, example in enumerate(rule.examples):
+                if rule.until(normalize(example), saved) is None:
+                    yield (*loc, "examples", j), "names no count or month the rule can read"
+    for j, text in enumerate(spec.not_examples):
+        for rule in spec.rules:
+            if not _regex_problem(rule.regex) and rule.compiled.search(normalize(text)):
+                yield ("horizons", "not_examples", j), f"matches {rule.regex!r}"
+                break
 
 
 def _check_mining(policy: Policy) -> Iterator[tuple[Loc, str]]:
