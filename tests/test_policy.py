@@ -617,8 +617,9 @@ def test_the_built_wheel_carries_the_policy(tmp_path: Path) -> None:
 
 def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> None:
     """``topics_of`` looks keywords, and the words patterns need, up in one index (a request
-    may pay it before its searches are sent); each topic's own ``matches`` is the reference, on every topic example, the
-    shipped scenarios' texts and random mixtures of their words in both languages."""
+    may pay it before its searches are sent); each topic's own ``matches`` is the reference,
+    on every topic example, the shipped scenarios' texts and random mixtures of their words
+    (and of the words patterns need) in both languages."""
     from gateway.memory.policy import normalize, plain_words, topics_of
     from gateway.memory.scenario_eval import SHIPPED, load_scenarios
 

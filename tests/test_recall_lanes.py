@@ -144,6 +144,7 @@ STANDING_IN_OTHER_WORDS = [
     "Explain tech stuff as if I'm not a developer",
     "说话别夹英文单词，我看不懂",
     "讲东西说大白话，别整那些专业名词，我退休前是开餐馆的",
+    "Please keep explanations beginner friendly, I'm really not a techy person",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -200,6 +201,11 @@ HEARING = [
     ("text", "slot"),
     [
         ("开的哈弗H6，烧油的", "car"),
+        ("I've got a Nissan Leaf", "car"),
+        ("traded the Leaf in for a diesel Skoda Octavia estate", "car"),
+        # a shop the user runs is no car
+        ("我开的是一家水果店", None),
+        ("ok stop with the Spanish, go back to English, it's too hard for me", "language"),
         ("开学回成都了，住川大江安校区宿舍", "location"),
         # a school year moved up to is no move, a grandchild's class no shift
         ("moved up to Y6 in september, SATs year eek", None),
@@ -423,6 +429,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         assert "mobility" in policy.topics_reaching([topic])
     assert "mobility" not in policy.topics_reaching(["food"])
     assert "transport" in policy.topics_reaching(["travel"])
+    # how the user gets about matters to a day out, and where they live to getting about
+    assert "transport" in policy.topics_reaching(["outings"])
+    assert "place" in policy.topics_reaching(["transport"])
     # a request about a child meets a grown one; the family's meals or a day out do not
     assert "grown_child" in policy.topics_reaching(["child"])
     assert not {"grown_child"} & (
@@ -701,6 +710,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("家里预算紧，出去玩每人别超过3000", "budget", "coding"),
         ("Any ideas what to get my niece for Christmas?", "purchase", "coding"),
         ("中秋快到了，回家给家里带点什么礼盒好？", "purchase", "coding"),
+        # a chair to sit in all day, a move, a soak, the way to work, a retirement account
+        ("想买把办公椅，预算一千以内，有什么推荐的吗？", "furnishings", "coding"),
+        ("I'm moving flats next month, how should I plan the move?", "home", "travel"),
+        ("周末想去泡温泉，有什么要注意的吗？", "health", "food"),
+        (
+            "What's the least painful way to get to the office during the strike?",
+            "transport",
+            "food",
+        ),
+        ("Explain the difference between a Roth IRA and a traditional IRA", "money", "coding"),
+        ("我开的是一家水果店", "business", "vehicles"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1592,3 +1612,22 @@ def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
     policy: Policy, text: str, not_topic: str
 ) -> None:
     assert not_topic not in topics_of(text, policy)
+
+
+def test_scenarios_run_at_one_point_of_the_calendar() -> None:
+    """A goal or plan ends with the month or year it names, so the scenarios run at a fixed
+    day of the year, never before the real time (Redis expires keys by the real clock): a
+    run gives the same result whatever day it falls on."""
+    from datetime import UTC, datetime, timedelta
+
+    from gateway.memory.scenario_eval import anchor
+
+    for now in (
+        datetime(2026, 12, 3, 8, tzinfo=UTC),
+        datetime(2027, 1, 1, tzinfo=UTC),
+        datetime(2026, 6, 15, 12, tzinfo=UTC),
+        datetime(2026, 6, 15, 12, 1, tzinfo=UTC),
+    ):
+        at = anchor(now)
+        assert (at.month, at.day, at.hour, at.minute) == (6, 15, 12, 0)
+        assert now <= at < now + timedelta(days=366)

@@ -41,6 +41,10 @@ FACTS = [
     ("I prefer short haircuts.", "preference"),
     ("写代码主要用 Go。", "profile"),
     ("我喜欢简单的北欧装修风格。", "preference"),
+    # a pet that says hello, mild short sight: facts, however close to a greeting or an
+    # eyesight need they read
+    ("我家鹦鹉叫阿福，已经会说你好了哈哈", "profile"),
+    ("我有点近视，两百多度", "profile"),
 ]
 
 

@@ -16,7 +16,7 @@ import json
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -172,12 +172,23 @@ def tally(outcomes: Iterable[Outcome]) -> tuple[dict[str, Tally], Tally]:
     return by, total
 
 
+def anchor(now: datetime) -> datetime:
+    """The simulated "now" scenarios run at: the first 15 June, noon UTC, not before ``now``.
+    A goal or plan lasts until the month or year it names ends (policy: horizons), so
+    "this month" said ten days ago would be over or not by the day of the month a run falls
+    on; a fixed point in the calendar gives every run the same result. Never before the
+    real time: Redis drops a memory's key at its expiry by the real clock, which must not
+    come before the simulated one's."""
+    at = datetime(now.year, 6, 15, 12, tzinfo=UTC)
+    return at if at >= now else at.replace(year=now.year + 1)
+
+
 class Runner:
     """Seeds and recalls through the product's own write path and recall, on a simulated
-    clock, each scenario under a tenant of its own (removed afterwards)."""
+    clock (``anchor``), each scenario under a tenant of its own (removed afterwards)."""
 
     def __init__(self, store: Store, embedder: Embedder, policy: Policy) -> None:
-        self.clock = ManualClock(SystemClock().now())
+        self.clock = ManualClock(anchor(SystemClock().now()))
         self.now = self.clock.now()
         self.memories = Memories(store, embedder, policy, self.clock)
         self.recaller = Recaller(store, embedder, policy, self.clock)
