@@ -203,8 +203,10 @@ HEARING = [
         ("开的哈弗H6，烧油的", "car"),
         ("I've got a Nissan Leaf", "car"),
         ("traded the Leaf in for a diesel Skoda Octavia estate", "car"),
-        # a shop the user runs is no car
+        # a shop the user runs is no car, cooking for oneself no job
         ("我开的是一家水果店", None),
+        ("I only cook for myself and my kitchen is tiny, one induction hob and no oven", None),
+        ("我是自由摄影师，平时接人像和城市风光", "job"),
         ("ok stop with the Spanish, go back to English, it's too hard for me", "language"),
         ("开学回成都了，住川大江安校区宿舍", "location"),
         # a school year moved up to is no move, a grandchild's class no shift
@@ -285,6 +287,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("结婚选个吉利的日子", "vehicles"),
         ("怎么去除衣服上的油渍", "transport"),
         ("cutting boards for the kitchen", "fitness"),
+        # raising a limit a little, the first day of the new year: no school year
+        ("手机银行的转账限额怎么调高一点？", "study"),
+        ("大年初一去拜年", "study"),
         ("back up my argument", "gadgets"),
         ("moving from Jira to Linear", "where_to_live"),
         ("she turns 40 on Friday", "child"),
@@ -362,6 +367,8 @@ def test_a_memory_in_a_slot_is_about_the_slots_topic(policy: Policy) -> None:
         ("我在字节跳动做推荐算法", "job", "work"),
         ("I use VS Code for everything", "editor", "coding"),
         ("我男朋友叫阿杰", "partner", "partner"),
+        # a trade that is also a hobby's domain meets a request in it
+        ("我是自由摄影师，平时接人像和城市风光", "job", "photography"),
     ]:
         assert derive_slot(text, policy) == slot
         assert topic in memory_topics(text, policy, "profile", slot)
@@ -721,6 +728,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ),
         ("Explain the difference between a Roth IRA and a traditional IRA", "money", "coding"),
         ("我开的是一家水果店", "business", "vehicles"),
+        ("What should I wear to work on Monday? It's supposed to be hot.", "work", "food"),
+        ("What should I eat the night before a long training run?", "fitness", "coding"),
+        ("帮我规划一个北疆十天的自驾路线。", "vehicles", "coding"),
+        ("What perennials could I plant along the back fence this spring?", "garden", "food"),
+        ("家里卫生间想做一些适老化改造，有哪些要点？", "mobility", "food"),
+        ("Can you explain how a reverse mortgage works?", "home", "food"),
+        ("我儿子今年高三，压力很大", "study", "food"),
+        # a spending cap is a budget, not the user's finances: where they live stays out
+        ("想买把办公椅，预算一千以内，有什么推荐的吗？", "budget", "money"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
