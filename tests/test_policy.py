@@ -386,7 +386,7 @@ def test_mining_rule_names_are_unique(tmp_path: Path) -> None:
         (
             "        examples: [老年狗吃什么狗粮比较好, 猫能吃酸奶吗]",
             "        examples: [老年狗吃什么狗粮比较好, 晚饭吃什么]",
-            r"topics\[\d+\]\.unless\[1\]\.examples\[1\]",
+            r"topics\[\d+\]\.unless\[\d+\]\.examples\[1\]",
         ),
     ],
 )

@@ -145,6 +145,10 @@ STANDING_IN_OTHER_WORDS = [
     "说话别夹英文单词，我看不懂",
     "讲东西说大白话，别整那些专业名词，我退休前是开餐馆的",
     "Please keep explanations beginner friendly, I'm really not a techy person",
+    "Never use exclamation marks, and don't open with stuff like 'Great question'.",
+    "Don't over-explain things to me. Senior dev, skip the basics.",
+    "Whenever you cite anything, use APA 7th edition, with DOIs where available.",
+    "Use British spelling throughout. I'm a UK solicitor, American spellings drive me up the wall",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -207,6 +211,10 @@ HEARING = [
         ("我开的是一家水果店", None),
         ("I only cook for myself and my kitchen is tiny, one induction hob and no oven", None),
         ("我是自由摄影师，平时接人像和城市风光", "job"),
+        # where a relative lives; a move told without "我"; a game, not a phone
+        ("我姐姐一家住在墨尔本", None),
+        ("上个月刚搬到苏州工业园区了，还在适应", "location"),
+        ("下周要打公司内部的王者荣耀比赛，我被分去打野", None),
         ("ok stop with the Spanish, go back to English, it's too hard for me", "language"),
         ("开学回成都了，住川大江安校区宿舍", "location"),
         # a school year moved up to is no move, a grandchild's class no shift
@@ -290,6 +298,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
         ("大年初一去拜年", "study"),
+        # a menu on a screen, a marketing campaign, a phrase about being annoyed
+        ("Excel 里怎么给一列加下拉菜单？", "food"),
+        ("帮我整理一份上个月私域拉新活动的复盘框架", "outings"),
+        ("American spellings drive me up the wall", "vehicles"),
         ("back up my argument", "gadgets"),
         ("moving from Jira to Linear", "where_to_live"),
         ("she turns 40 on Friday", "child"),
@@ -735,6 +747,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("家里卫生间想做一些适老化改造，有哪些要点？", "mobility", "food"),
         ("Can you explain how a reverse mortgage works?", "home", "food"),
         ("我儿子今年高三，压力很大", "study", "food"),
+        ("帮我准备一下跟新团队 leader 的第一次 1on1，聊些什么好？", "work", "food"),
+        ("我的蓝卡快到期了，续签需要准备什么材料？", "work", "food"),
+        ("How often should I rotate the tyres?", "vehicles", "food"),
+        ("How do I set up autoformat on save?", "coding", "food"),
+        ("Build me a 4-day upper/lower split.", "fitness", "food"),
+        ("明天想去爬楚格峰，需要准备什么？", "outings", "food"),
+        ("Any tips for setting up a more ergonomic home office?", "furnishings", "food"),
+        ("my husband is doing keto at the moment, low carb everything", "food", "coding"),
         # a spending cap is a budget, not the user's finances: where they live stays out
         ("想买把办公椅，预算一千以内，有什么推荐的吗？", "budget", "money"),
     ],
@@ -1647,3 +1667,13 @@ def test_scenarios_run_at_one_point_of_the_calendar() -> None:
         at = anchor(now)
         assert (at.month, at.day, at.hour, at.minute) == (6, 15, 12, 0)
         assert now <= at < now + timedelta(days=366)
+
+
+def test_cancelling_a_membership_says_a_change(policy: Policy) -> None:
+    """A cancelled gym or subscription ends the older habit it was about; a cancelled
+    meeting changes nothing about the user."""
+    from gateway.memory.policy import says_change
+
+    assert says_change("cancelled Equinox, working out at home now with dumbbells", policy)
+    assert says_change("cancelled my gym membership, running outside instead", policy)
+    assert not says_change("I cancelled the meeting with the vendor", policy)

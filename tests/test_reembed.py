@@ -38,7 +38,7 @@ async def test_reembed_moves_memories_to_the_upstream_model(
         old = Memories(old_store, shared_embedder, policy, clock)
         await old.ready()
         kept = await old.create(me, content="I prefer tea", type="preference")
-        plan = await old.create(me, content="下周去上海出差", type="plan")
+        plan = await old.create(me, content="去上海出差", type="plan")
         await old_store.aclose()
 
         settings = Settings(

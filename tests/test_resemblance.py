@@ -45,6 +45,7 @@ FACTS = [
     # eyesight need they read
     ("我家鹦鹉叫阿福，已经会说你好了哈哈", "profile"),
     ("我有点近视，两百多度", "profile"),
+    ("I focus way better with pomodoros, 25/5", "preference"),
 ]
 
 
