@@ -89,6 +89,8 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
                                 {"type": "plan"}, (), US, datetime(2025, 5, 1, tzinfo=UTC)),
     "exam this time zh": ("这次期末想考进年级前十", {"type": "goal"}, (), US, 30),
+    "holiday this time en": ("Going back to Berlin - a proper holiday this time with my partner",
+                             {"type": "plan"}, (), US, 14),
     "this time it is zh": ("换了份工作，这次是做运营", {"type": "profile"}, (), US, None),
     "persistent zh": ("以后都用中文回答", {}, (), US, None),
     "persistent en": ("From now on, always answer in English", {}, (), US, None),
@@ -200,6 +202,8 @@ HORIZONS = [
     ("周五要交报告", "plan", NOW + 7 * DAY),
     ("I'm flying to Tokyo next week", "plan", NOW + 14 * DAY),
     ("下个礼拜三面试", "plan", NOW + 14 * DAY),
+    # something that runs for weeks, starting this week
+    ("signed up for a 6-week pottery course, starts this Thursday", "plan", NOW + 42 * DAY),
     # a weekday before a word is no month: "下周一月考"
     ("下周一月考", "plan", NOW + 14 * DAY),
     ("no sugar for the next two weeks", "goal", NOW + 14 * DAY),

@@ -301,6 +301,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # a menu on a screen, a marketing campaign, a phrase about being annoyed
         ("Excel 里怎么给一列加下拉菜单？", "food"),
         ("帮我整理一份上个月私域拉新活动的复盘框架", "outings"),
+        ("帮我写这周的周报，主要做了618活动的素材", "outings"),
+        ("explain the difference between weather and climate", "where_to_live"),
         ("American spellings drive me up the wall", "vehicles"),
         ("back up my argument", "gadgets"),
         ("moving from Jira to Linear", "where_to_live"),
