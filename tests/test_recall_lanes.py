@@ -757,6 +757,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("明天想去爬楚格峰，需要准备什么？", "outings", "food"),
         ("Any tips for setting up a more ergonomic home office?", "furnishings", "food"),
         ("my husband is doing keto at the moment, low carb everything", "food", "coding"),
+        # a fixed time of the user's day meets a plan of their days
+        ("my MS fatigue is worst after about 3pm", "timetable", "coding"),
+        ("下午3点以后就犯困", "timetable", "coding"),
         # a spending cap is a budget, not the user's finances: where they live stays out
         ("想买把办公椅，预算一千以内，有什么推荐的吗？", "budget", "money"),
     ],
