@@ -352,11 +352,13 @@ def create_app(
             stop_miner = asyncio.Event()
             miner = loop.create_task(queue.run_worker(stop_miner))
             yield
-            if carrying is not None:
-                carrying.cancel()
-            sampler.cancel()
+            # cancelled and waited for: a task stopped mid-command must give its Redis
+            # connection back before the pool closes, or the loop closes with it still open
+            stopping = [sampler] if carrying is None else [sampler, carrying]
+            for task in stopping:
+                task.cancel()
             stop_miner.set()
-            await asyncio.wait([miner], timeout=5)
+            await asyncio.wait([miner, *stopping], timeout=5)
             if isinstance(flow, MemoryFlow):
                 await flow.drain()
         finally:
