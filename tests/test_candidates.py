@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from gateway.errors import Conflict, NotFound
+from gateway.errors import Conflict, NotFound, WriteRefused
 from gateway.memory.background import Background
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.identity import Identity
@@ -306,3 +306,24 @@ async def test_memories_injected_into_a_request_are_not_mined_back_as_they_were_
     flow.finish(Exchange(me, {"model": "m", "messages": [repeat]}, 200, []))
     await flow.drain()
     assert await q.drain_once() == ["queued"]
+
+
+async def test_a_confirmed_plan_lasts_from_when_it_was_said(
+    service: Memories, policy: Policy
+) -> None:
+    """A goal or plan names its time as of when the user said it: one confirmed days later
+    ends when it would have, and one whose time has passed by then is refused."""
+    from datetime import timedelta
+
+    q, me = queue_for(service), who()
+    said = service.clock.now()
+    await q.enqueue(me, proposal(policy, "下周去杭州开会", "plan"), trace_id=None)
+    await q.enqueue(me, proposal(policy, "dentist tomorrow at 9", "plan"), trace_id=None)
+    q.clock.advance(timedelta(days=3))  # type: ignore[attr-defined]
+    by_content = {c["content"]: c for c in await q.list(me)}
+    out = await q.confirm(me, by_content["下周去杭州开会"]["id"], service)
+    assert out.memory.expires_at is not None
+    assert abs((out.memory.expires_at - (said + timedelta(days=14))).total_seconds()) < 5
+    with pytest.raises(WriteRefused) as refused:
+        await q.confirm(me, by_content["dentist tomorrow at 9"]["id"], service)
+    assert "has passed" in refused.value.message

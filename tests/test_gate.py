@@ -223,8 +223,14 @@ HORIZONS = [
     ("saving for a new roof by next summer", "goal", datetime(2027, 1, 1, tzinfo=UTC)),
     ("the conference is in June", "plan", datetime(2025, 7, 1, tzinfo=UTC)),
     ("十二月底前交论文", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
-    # a month already past this year is next year's
+    # a month already past this year is next year's; a year named is that year's
     ("ski trip in February", "plan", datetime(2026, 3, 1, tzinfo=UTC)),
+    ("next March we renovate the kitchen", "plan", datetime(2026, 4, 1, tzinfo=UTC)),
+    ("buying a flat by June 2028", "goal", datetime(2028, 7, 1, tzinfo=UTC)),
+    ("2028年3月前买房", "goal", datetime(2028, 4, 1, tzinfo=UTC)),
+    # "may" the verb, a cycle, are no time
+    ("this may sound silly but I want to learn to swim", "goal", NOW + 30 * DAY),
+    ("三个周期以后再看", "plan", NOW + 14 * DAY),
     # several times: the latest
     ("下周开始准备，年底前考完驾照", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     # no time, a time it starts from, a weekly habit: the type's lifetime

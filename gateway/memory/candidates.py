@@ -275,6 +275,18 @@ class CandidateQueue:
                 raise BadRequest(
                     "expires_at must be an ISO-8601 time or null.", param="expires_at"
                 ) from None
+        if values["expires_at"] is None and cand.get("created_at"):
+            # a goal or plan names its time as of when the user said it, not as of the
+            # confirmation: "dentist tomorrow" confirmed a week later is already over
+            ends = self.policy.horizons.until(
+                str(values["content"]), str(values["type"]), from_iso(cand["created_at"])
+            )
+            if ends is not None and ends <= self.clock.now():
+                raise WriteRefused(
+                    "The memory was not stored: the time it names has passed.",
+                    extra={"reasons": ["expired"]},
+                )
+            values["expires_at"] = ends
         outcome = await memories.create(
             ident,
             content=str(values["content"]),

@@ -590,7 +590,8 @@ class HorizonRule(RuleSpec):
     ``days`` after it was saved (times the count its ``n`` group names, if it has one),
     ``month_end`` (the end of the month it was saved in, 0, or of the next, 1), ``year_end``
     (likewise for the calendar year), ``named_month`` (the end of the next month its
-    ``month`` group names: "in March", "3月")."""
+    ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one).
+    Calendar ends are UTC's."""
 
     days: PositiveInt | None = None
     month_end: Literal[0, 1] | None = None
@@ -617,7 +618,16 @@ class HorizonRule(RuleSpec):
             month = int(found.group("month"))
         if month is None or not 1 <= month <= 12:
             return None
-        return _month_end(saved.year + (month < saved.month), month)
+        year = found.groupdict().get("year")
+        if year:  # "by June 2028", "2028年3月前": that year's month
+            end = _month_end(int(year), month)
+            return end if end > saved else None
+        # the next such month: a month already past is next year's, and "next December"
+        # said in December is next year's too
+        ahead = month < saved.month or (
+            month == saved.month and found.group(0).lower().startswith("next")
+        )
+        return _month_end(saved.year + ahead, month)
 
 
 class HorizonsSpec(_Model):

@@ -205,13 +205,15 @@ class Recaller:
             if seen is not None and not seen.paused and _searches_topical(seen):
                 searches = await self._search(ident, text, None, now, seen)
             settings = await settings_read
+            # for the trace, once the searches (if any) are on their way
+            result.query_preview, scanned = self._preview(
+                text, searches.scanned if searches else None
+            )
         except BaseException:
             _abandon(settings_read)
             if searches:
                 searches.cancel()
             raise
-        # for the trace, once the searches (if any) are on their way
-        result.query_preview, scanned = self._preview(text, searches.scanned if searches else None)
         count = int(settings.get("memory_count") or 0)  # kept beside the settings, never low
         topical_raw = settings.get("topical_count")
         known = _Owner(
@@ -384,8 +386,8 @@ class Recaller:
                 store.vector_hits(expr, vector, pool, large=large, load=True)
             )
             embedded_at = self.clock.monotonic()
+            await store.sent()  # before the topics or the caller's preview hold the loop
             if about is None:
-                await store.sent()  # before the topics hold the loop
                 about = self._about(own)
         except BaseException:
             _abandon(keywords)
