@@ -181,6 +181,8 @@ def test_rotate_keeps_the_tenant_and_the_old_secret_stops_working(
     _chat(own, colleague)  # nothing changed without confirming
 
     _row(page, "team beta 2").get_by_role("button", name="Rotate").click()
+    # measured once the confirmation page is there, not while the click navigates
+    expect(page.get_by_text("Rotate gateway key “team beta 2”?")).to_be_visible()
     page.set_viewport_size(PHONE)
     _no_page_overflow(page)
     shoot(page, "key-rotate-confirm-phone")

@@ -35,6 +35,7 @@ def _base(me: User) -> str:
 
 
 def _no_page_overflow(page: Page) -> None:
+    page.wait_for_load_state()  # a page still navigating has no document to measure
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"], f"{page.url}: page is {width} px wide"  # type: ignore[index]
 
