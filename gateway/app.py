@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -259,11 +260,14 @@ def create_app(
     policy: Policy | None = None,
     embedded: EmbeddedRedis | None = None,
     supervise_every: float = 1.0,
+    freeze_heap: bool = False,
 ) -> Litestar:
     """Build the gateway. ``redis_url`` is resolved by the caller (external or embedded).
 
     The policy is loaded (and strictly validated) here, so a bad policy stops start-up.
     ``embedded``: the Redis this process started, watched and restarted if it dies.
+    ``freeze_heap``: for a server process (``memgate serve``), whose start-up objects live
+    as long as it does; never for an app among many in one process (they would outlive it).
     """
     the_clock = EvalAwareClock(clock or SystemClock())
     the_policy = policy or load_policy(settings.policy)
@@ -351,6 +355,12 @@ def create_app(
             )
             stop_miner = asyncio.Event()
             miner = loop.create_task(queue.run_worker(stop_miner))
+            if freeze_heap:
+                # What start-up loaded (the policy, the embedding model, its tokenizer) stays
+                # until the process ends: kept out of the collector's full passes, each of
+                # which would otherwise walk all of it while every request waits on the loop.
+                gc.collect()
+                gc.freeze()
             yield
             # cancelled and waited for: a task stopped mid-command must give its Redis
             # connection back before the pool closes, or the loop closes with it still open

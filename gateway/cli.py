@@ -13,12 +13,18 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from gateway import __version__
 from gateway.config import Settings, describe, mask_url, open_relay_problem
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from gateway.memory.policy import Policy
+    from gateway.storage.redis_server import EmbeddedRedis
 
 # The app each worker process builds when ``memgate serve --workers N`` runs several of them.
 WORKER_APP = "gateway.cli:worker_app"
@@ -44,16 +50,27 @@ def _load_policy(settings: Settings) -> Any:
         raise CommandError(f"bad policy: {exc}") from None
 
 
-def worker_app() -> Any:
+def server_app(
+    settings: Settings, *, redis_url: str, policy: Policy, embedded: EmbeddedRedis | None = None
+) -> Litestar:
+    """The gateway as a server process runs it (one app for the process's whole life, so
+    what its start-up loads is kept out of the collector's full passes)."""
+    from gateway.app import create_app
+
+    return create_app(
+        settings, redis_url=redis_url, policy=policy, embedded=embedded, freeze_heap=True
+    )
+
+
+def worker_app() -> Litestar:
     """The app of one worker process; the parent already resolved the Redis URL (an embedded
     Redis is started once, by the parent) and put it in the environment."""
-    from gateway.app import create_app
     from gateway.observability.logs import configure_logging
 
     settings = Settings.from_env()
     configure_logging(settings.log_level)
     assert settings.redis_url, "the parent process sets MEMGATE_REDIS_URL for its workers"
-    return create_app(settings, redis_url=settings.redis_url, policy=_load_policy(settings))
+    return server_app(settings, redis_url=settings.redis_url, policy=_load_policy(settings))
 
 
 def server_options(settings: Settings, host: str, port: int) -> dict[str, Any]:
@@ -126,10 +143,10 @@ def _serve(args: argparse.Namespace) -> int:
             upstream=mask_url(settings.upstream_url),
         )
         if workers == 1:
-            from gateway.app import create_app
-
-            app = create_app(settings, redis_url=redis_url, policy=policy, embedded=embedded)
-            uvicorn.run(app, **server_args)
+            uvicorn.run(
+                server_app(settings, redis_url=redis_url, policy=policy, embedded=embedded),
+                **server_args,
+            )
         else:
             # Workers are fresh processes that read their settings from the environment:
             # they share this process's Redis and a metrics folder (prometheus-client's

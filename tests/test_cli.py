@@ -4,6 +4,7 @@ read as one sentence, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import shutil
@@ -17,10 +18,12 @@ import httpx
 import pytest
 
 from gateway import __version__
-from gateway.cli import build_parser, main, server_options
+from gateway.cli import build_parser, main, server_app, server_options
 from gateway.config import Settings, describe, env_var_names
+from gateway.memory.policy import Policy
 from gateway.storage.redis_server import EmbeddedRedis, free_port
 from tests.conftest import Upstream
+from tests.upstream_stub import ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -343,6 +346,26 @@ def test_serve_keeps_idle_client_connections_longer_than_clients_pool_them() -> 
     assert options["timeout_keep_alive"] > clients
     tuned = Settings.from_env({"MEMGATE_CLIENT_KEEPALIVE_SECONDS": "120"})
     assert server_options(tuned, "127.0.0.1", 8080)["timeout_keep_alive"] == 120
+
+
+def test_a_server_process_keeps_what_start_up_loaded_out_of_full_collections(
+    tmp_path: Path, redis_url: str, upstream: Upstream, shipped_policy: Policy
+) -> None:
+    # A full collection walks every tracked object: the embedding model's tokenizer and the
+    # policy would be walked again on each one, on the event loop every request waits on.
+    settings = Settings(
+        upstream_url=upstream.url, redis_url=redis_url, data_dir=str(tmp_path / "data")
+    )
+    assert gc.get_freeze_count() == 0
+    server = ServerThread(
+        server_app(settings, redis_url=redis_url, policy=shipped_policy), free_port()
+    ).start()
+    try:
+        assert httpx.get(f"{server.url}/readyz").status_code == 200
+        assert gc.get_freeze_count() > 0
+    finally:
+        server.stop()
+        gc.unfreeze()  # this process runs other apps next
 
 
 def test_a_host_name_is_checked_on_the_addresses_it_stands_for() -> None:
