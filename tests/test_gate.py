@@ -206,6 +206,16 @@ HORIZONS = [
     ("signed up for a 6-week pottery course, starts this Thursday", "plan", NOW + 42 * DAY),
     # a weekday before a word is no month: "下周一月考"
     ("下周一月考", "plan", NOW + 14 * DAY),
+    # a count of days or weeks ahead, and something that runs for days
+    ("the logo is due in 3 days", "plan", NOW + 3 * DAY),
+    ("接了个设计的单子，三天后就要交", "plan", NOW + 3 * DAY),
+    ("接下来五天每天都要加班", "plan", NOW + 5 * DAY),
+    ("the pitch is three days from now", "plan", NOW + 3 * DAY),
+    ("demo day is three weeks from today", "plan", NOW + 21 * DAY),
+    ("Starting a 10-day sugar-free challenge today!", "goal", NOW + 10 * DAY),
+    ("报了个21天打卡计划", "goal", NOW + 21 * DAY),
+    ("I work out 3 days a week", "goal", NOW + 30 * DAY),
+    ("每周三天去健身房", "goal", NOW + 30 * DAY),
     ("no sugar for the next two weeks", "goal", NOW + 14 * DAY),
     ("接下来两周每天背单词", "goal", NOW + 14 * DAY),
     (

@@ -449,6 +449,10 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     for topic in ("fitness", "furnishings", "garden", "home", "travel", "outings"):
         assert "mobility" in policy.topics_reaching([topic])
     assert "mobility" not in policy.topics_reaching(["food"])
+    # a condition goes into the bag for a trip (medicines, a pacemaker card), but does not
+    # reach every trip or game: a visa question, the offside rule
+    assert "health" in policy.topics_reaching(["packing"])
+    assert "health" not in policy.topics_reaching(["travel"]) | policy.topics_reaching(["sports"])
     assert "transport" in policy.topics_reaching(["travel"])
     # how the user gets about matters to a day out, and where they live to getting about
     assert "transport" in policy.topics_reaching(["outings"])
@@ -463,6 +467,11 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
 @pytest.mark.parametrize(
     ("text", "topic", "not_topic"),
     [
+        # getting ready for a trip is packing for it; getting ready for an interview is not
+        ("去北京玩要准备些什么？", "packing", "work"),
+        ("What do I need to prepare for a hiking trip in the Alps?", "packing", "work"),
+        ("面试需要准备什么？", "work", "packing"),
+        ("How should I prepare for my job interview?", "work", "packing"),
         # lodging, transport and activities are parts of a trip that a preference names apart
         ("I avoid hotels with a casino", "lodging", "transport"),
         ("帮我推荐几家上海的民宿", "lodging", "transport"),

@@ -587,7 +587,8 @@ def _month_end(year: int, month: int) -> datetime:
 
 class HorizonRule(RuleSpec):
     """A time a goal or plan names and how long it lasts from then on. Exactly one of:
-    ``days`` after it was saved (times the count its ``n`` group names, if it has one),
+    ``days`` after it was saved (times the count its ``n`` or ``m`` group names, if it has
+    one: a regex names no group twice, so a second alternative's count is ``m``),
     ``month_end`` (the end of the month it was saved in, 0, or of the next, 1), ``year_end``
     (likewise for the calendar year), ``named_month`` (the end of the next month its
     ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one).
@@ -606,8 +607,10 @@ class HorizonRule(RuleSpec):
             return None
         if self.days is not None:
             n: float | None = 1
-            if "n" in self.compiled.groupindex:
-                n = _count(found.group("n") or "")
+            counts = {"n", "m"} & set(self.compiled.groupindex)
+            if counts:  # "m": the count where a second wording's alternative names it
+                groups = found.groupdict()
+                n = _count(next((groups[g] for g in sorted(counts) if groups[g]), ""))
             return saved + timedelta(days=self.days * n) if n else None
         if self.month_end is not None:
             return _month_end(saved.year, saved.month + self.month_end)
