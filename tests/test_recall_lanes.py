@@ -67,6 +67,13 @@ def memory(me: User, mid: str) -> dict[str, Any]:
         ("I prefer short answers", "preference", "global", "always"),
         ("This repo uses FastAPI", "project", "project", "always"),
         ("Sign emails as Li", "preference", "task:work", "always"),
+        # a time zone, like units, shapes every time an answer gives
+        (
+            "I'm on Berlin time, so give any times in CET/CEST please",
+            "preference",
+            "global",
+            "always",
+        ),
         ("I'm allergic to peanuts", "profile", "global", "relevant"),
         ("我养了一只猫叫麻薯", "profile", "global", "relevant"),
         ("I love jazz", "preference", "global", "relevant"),
@@ -232,6 +239,13 @@ HEARING = [
         ("家里车是飞度，后备箱特别小", "car"),
         ("右眼黄斑变性，看小字特别费劲", "accessibility"),
         ("回伦敦了，住 Hackney", "location"),
+        ("I live outside Duluth, Minnesota.", "location"),
+        (
+            "Moved into my dorm in Osaka, exchange semester runs until the end of February.",
+            "location",
+        ),
+        # where secrets are kept is no hosting
+        ("Work rule: never put secrets in .env files, we use AWS Secrets Manager", None),
         ("moved into a 2 bed flat in Croydon, finally", "location"),
         ("最近忙爆，回答控制在五行以內就好", "length"),
         ("说话温柔一点，别用那种命令的口气", "tone"),
@@ -449,6 +463,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     for topic in ("fitness", "furnishings", "garden", "home", "travel", "outings"):
         assert "mobility" in policy.topics_reaching([topic])
     assert "mobility" not in policy.topics_reaching(["food"])
+    # a nap or a bedtime is a fixed time in a plan of the user's days
+    assert "sleep" in policy.topics_reaching(["timetable"])
     # a condition goes into the bag for a trip (medicines, a pacemaker card), but does not
     # reach every trip or game: a visa question, the offside rule
     assert "health" in policy.topics_reaching(["packing"])
@@ -771,6 +787,25 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("下午3点以后就犯困", "timetable", "coding"),
         # a spending cap is a budget, not the user's finances: where they live stays out
         ("想买把办公椅，预算一千以内，有什么推荐的吗？", "budget", "money"),
+        # an event to walk, a sale a shop runs, somewhere to go, a graduate programme
+        ("Signed up for a charity 5K walk for the hospice", "fitness", "money"),
+        ("saving $5k for a car", "money", "fitness"),
+        ("Holiday sale starts in two weeks: 20% off everything", "business", "fitness"),
+        ("这周末有什么适合带孩子去的地方推荐吗？", "outings", "food"),
+        ("Recommend a laptop for my grad program", "study", "food"),
+        # what the user may eat: teeth, a cut in sugar, a target weight
+        ("Dentist fitted a temporary crown - nothing sticky or hard", "food", "fitness"),
+        ("老伴牙口不好，太硬的东西嚼不动", "food", "fitness"),
+        ("Trying to cut way back on sugar for the rest of the year", "food", "fitness"),
+        ("医生说这三个月要把体重控制下来，目标减到65公斤", "food", "money"),
+        ("I use a walker when I'm out and about", "mobility", "food"),
+        # the standard's timestamps, not a camera's sensitivity
+        (
+            "Write a function that parses the ISO timestamps out of our logs",
+            "coding",
+            "photography",
+        ),
+        ("What ISO should I shoot at indoors?", "photography", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
