@@ -1118,6 +1118,16 @@ def test_a_change_of_a_slot_ends_only_its_older_value(gateway: Gateway) -> None:
     assert sorted(me.injected(raw)) == sorted([veggie, weeknights])
 
 
+def test_a_format_rule_changed_in_other_words_leaves_the_old_one_out(gateway: Gateway) -> None:
+    # many format rules coexist; one that says it changed what an older one names ends it
+    me = User(gateway)
+    me.remember("对比类的问题用表格形式回答", type="preference")
+    emoji = me.remember("回答里不要用表情符号", type="preference")
+    lists = me.remember("以后别用表格了，手机上看着太挤，改成分点列表", type="preference")
+    raw = ask(me, "对比一下 iPhone 和安卓手机在隐私保护上的差别。")
+    assert sorted(me.injected(raw)) == sorted([emoji, lists])
+
+
 def test_the_users_hours_shape_a_plan_of_the_users_time(gateway: Gateway) -> None:
     me = User(gateway)
     hours = me.remember("night security guard, I sleep roughly 8am to 3pm", type="profile")

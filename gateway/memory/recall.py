@@ -46,7 +46,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
-from gateway.memory.textsearch import Names, name_words, search_text
+from gateway.memory.textsearch import Names, name_words, search_text, tokens
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -490,7 +490,8 @@ class Recaller:
         """Two live memories about the same subject: in a one-valued slot (answer language,
         a project's framework) the narrowest scope wins, then the most recently confirmed,
         however they are worded; in a many-valued slot only memories saying nearly the same
-        thing conflict, and the newer wins."""
+        thing conflict, or a newer one saying it changed what the older names ("别用表格了，
+        改成分点列表" after "对比类的问题用表格回答"), and the newer wins."""
         one = self.policy.one_valued_slots
         by_slot: dict[tuple[str, str, str], list[Candidate]] = {}
         for cand in alive:
@@ -519,13 +520,27 @@ class Recaller:
             for i, newer in enumerate(group):
                 if newer.reason is not None:
                     continue
+                changed = self._named_by_change(newer.memory)
                 for older in group[i + 1 :]:
                     a, b = vectors.get(newer.memory.id), vectors.get(older.memory.id)
-                    same_subject = a is None or b is None or float(np.dot(a, b)) >= bar
+                    same_subject = (
+                        a is None
+                        or b is None
+                        or float(np.dot(a, b)) >= bar
+                        or bool(changed & set(tokens(older.memory.content)))
+                    )
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1
         return conflicts + self._resolve_changes(alive)
+
+    def _named_by_change(self, memory: Memory) -> set[str]:
+        """The words of a memory that says something changed, those of one character aside
+        ("用", "a"): what it changed is named by one of them. Empty for any other memory."""
+        said = memory.says_change
+        if not (said if said is not None else self._says_change(memory.content)):
+            return set()
+        return {t for t in tokens(memory.content) if len(t) > 1}
 
     def _says_change(self, content: str) -> bool:
         """``says_change`` of the text of a memory stored before it was read at write time,
