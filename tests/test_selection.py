@@ -207,7 +207,34 @@ def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy
     off = policy.model_copy(
         update={"recall": policy.recall.model_copy(update={"relevance": either})}
     )
-    assert first_failure(allergy(0.1), off, ME, NOW, words) is None
+    in_blog = Identity("t", "u", "blog", "on", "tr_blog")  # no task: only the project counts
+    assert first_failure(allergy(0.1), policy, in_blog, NOW, words) == "threshold"
+    assert first_failure(allergy(0.1), off, in_blog, NOW, words) is None
+
+
+def test_in_a_work_task_the_users_life_is_relevant_on_meaning_alone(policy: Policy) -> None:
+    """A handover of patients' health is the work's subject: the user's bad back does not
+    reach it by the shared topic. A task about the user's own life (a trip) is not so."""
+    bar = policy.recall.relevance
+    assert "work" in bar.meaning_only_in_tasks
+    assert "travel" not in bar.meaning_only_in_tasks
+
+    def back(vector: float) -> Candidate:
+        cand = topical("我腰椎间盘突出，久坐就疼", 0.2, vector=vector)
+        cand.topics = ("health",)
+        return cand
+
+    words = frozenset({"交接", "咳嗽", "血压"})
+    at_work = Identity("t", "u", None, "on", "tr_work", task="work")
+    on_a_trip = Identity("t", "u", None, "on", "tr_trip", task="travel")
+    assert first_failure(back(0.1), policy, LIFE, NOW, words) is None
+    assert first_failure(back(0.1), policy, on_a_trip, NOW, words) is None
+    assert first_failure(back(0.1), policy, at_work, NOW, words) == "threshold"
+    assert first_failure(back(bar.similarity), policy, at_work, NOW, words) is None
+    # the task's own rules are not the user's life: scope already chose them
+    rule = topical("工作上写的汇总都先写结论", 0.2, vector=0.1, scope="task:work")
+    rule.topics = ("health",)
+    assert first_failure(rule, policy, at_work, NOW, words) is None
 
 
 def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> None:

@@ -701,6 +701,11 @@ class RelevanceSpec(_Model):
     # project is about (a recipe app is "about" food), not the user, so a shared topic, word
     # or name says nothing of whether a nut allergy matters to a page layout.
     meaning_only_in_projects: bool = False
+    # Likewise in a request naming one of these tasks ("work"): a handover of patients'
+    # health or a class handout is the work's subject, not the user's, so the user's bad back
+    # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still
+    # does. Not a task about the user's own life ("travel": the kids go on the ski trip).
+    meaning_only_in_tasks: tuple[Name, ...] = ()
 
 
 class LaneSpec(_Model):

@@ -124,7 +124,13 @@ def first_failure(
     if not policy.has_source(m.source) or not policy.source(m.source).recall:
         return "source"
     if cand.lane == TOPICAL and not relevant(
-        cand, policy.recall, terms, names, leading, in_project=bool(ident.project_id)
+        cand,
+        policy.recall,
+        terms,
+        names,
+        leading,
+        in_project=bool(ident.project_id),
+        task=ident.task,
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -140,6 +146,7 @@ def relevant(
     leading: frozenset[str] = frozenset(),
     *,
     in_project: bool = False,
+    task: str | None = None,
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated.
@@ -152,9 +159,11 @@ def relevant(
     of texts about different things.
     """
     bar = spec.relevance
-    # in a project the request's words describe the project, not the user (RelevanceSpec):
-    # no topic, name or shared words link a memory of the user's life to it
-    linked = not (in_project and bar.meaning_only_in_projects and cand.memory.scope == "global")
+    # in a project or a task the request's words describe the project or the work, not the
+    # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life
+    linked = cand.memory.scope != "global" or not (
+        (in_project and bar.meaning_only_in_projects) or task in bar.meaning_only_in_tasks
+    )
     if (
         linked
         and bar.shared_name
