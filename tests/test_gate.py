@@ -215,6 +215,9 @@ HORIZONS = [
     ("Starting a 10-day sugar-free challenge today!", "goal", NOW + 10 * DAY),
     ("报了个21天打卡计划", "goal", NOW + 21 * DAY),
     ("I work out 3 days a week", "goal", NOW + 30 * DAY),
+    # a season named alone: at most half a year ahead
+    ("I'm moving to Tromsø in the autumn for a two-year postdoc", "plan", NOW + 183 * DAY),
+    ("秋天去香港读研", "plan", NOW + 183 * DAY),
     ("每周三天去健身房", "goal", NOW + 30 * DAY),
     ("no sugar for the next two weeks", "goal", NOW + 14 * DAY),
     ("接下来两周每天背单词", "goal", NOW + 14 * DAY),

@@ -322,6 +322,12 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("moving from Jira to Linear", "where_to_live"),
         ("she turns 40 on Friday", "child"),
         ("I booked Friday off work", "travel"),
+        # training an immune system or a puppy, coaching a team: no ride; the user's own
+        # childhood is no child of theirs
+        ("Explain how vaccines train the immune system.", "transport"),
+        ("How do I train my puppy to sit?", "transport"),
+        ("I coach my daughter's U10 soccer team", "transport"),
+        ("I played piano for ten years as a kid.", "child"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -799,6 +805,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Trying to cut way back on sugar for the rest of the year", "food", "fitness"),
         ("医生说这三个月要把体重控制下来，目标减到65公斤", "food", "money"),
         ("I use a walker when I'm out and about", "mobility", "food"),
+        ("Is the night train to Vienna worth it?", "transport", "fitness"),
+        ("I really hate crowds, packed places make me anxious", "outings", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
             "Write a function that parses the ISO timestamps out of our logs",
