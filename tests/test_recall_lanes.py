@@ -240,6 +240,7 @@ HEARING = [
         ("右眼黄斑变性，看小字特别费劲", "accessibility"),
         ("回伦敦了，住 Hackney", "location"),
         ("I live outside Duluth, Minnesota.", "location"),
+        ("I live about 15 miles outside Dodge City, Kansas", "location"),
         (
             "Moved into my dorm in Osaka, exchange semester runs until the end of February.",
             "location",
@@ -328,6 +329,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("How do I train my puppy to sit?", "transport"),
         ("I coach my daughter's U10 soccer team", "transport"),
         ("I played piano for ten years as a kid.", "child"),
+        # pots and pans are no syndrome; a pet named after a food is no meal
+        ("best pots and pans for induction", "health"),
+        ("我养了一只玄凤鹦鹉，叫芝士", "food"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -806,6 +810,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("医生说这三个月要把体重控制下来，目标减到65公斤", "food", "money"),
         ("I use a walker when I'm out and about", "mobility", "food"),
         ("Is the night train to Vienna worth it?", "transport", "fitness"),
+        # a syndrome in capitals, a place the user runs, a plan to jog, weight to drop,
+        # a day at a desk
+        ("I have POTS - standing up fast makes me dizzy", "health", "food"),
+        ("I run a 4-room B&B up in the Vermont hills", "business", "food"),
+        ("Put together a beginner walk/jog plan for me, 4 weeks.", "fitness", "food"),
+        ("trying to drop 20 lbs, doc was on me about it", "fitness", "money"),
+        ("basically at my desk 10 hours a day", "mobility", "food"),
         ("I really hate crowds, packed places make me anxious", "outings", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
