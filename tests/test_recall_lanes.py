@@ -241,6 +241,13 @@ HEARING = [
         ("回伦敦了，住 Hackney", "location"),
         ("I live outside Duluth, Minnesota.", "location"),
         ("I live about 15 miles outside Dodge City, Kansas", "location"),
+        ("上个月刚从成都搬到杭州了，住在西湖区", "location"),
+        # a car traded in or bought used by its year; not a laptop
+        ("Sold the Civic and bought a used 2016 Tacoma", "car"),
+        ("Traded in the Camry, got a used 2020 Kia Niro EV last week!", "car"),
+        ("bought a used 2018 MacBook Pro", "os"),
+        # a job quit and the new one, told without "我"
+        ("火锅店的活辞了，现在在一家西餐厅做帮厨", "job"),
         (
             "Moved into my dorm in Osaka, exchange semester runs until the end of February.",
             "location",
@@ -332,6 +339,7 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # pots and pans are no syndrome; a pet named after a food is no meal
         ("best pots and pans for induction", "health"),
         ("我养了一只玄凤鹦鹉，叫芝士", "food"),
+        ("车是一辆金杯小面包", "food"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -450,6 +458,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "place" not in policy.topics_reaching(["work"])
     # a pet matters to moving house; a family trip does not reach one child's homework
     assert "pets" in policy.topics_reaching(["where_to_live"])
+    # a job does not reach a moving-day checklist
+    assert "work" not in policy.topics_reaching(["where_to_live"])
     assert "family" not in policy.topics_reaching(["child"])
     assert "study" in policy.topics_reaching(["language_learning"])
     # a memory about the user's husband does not reach a gift for their daughter; a memory
@@ -818,6 +828,22 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("trying to drop 20 lbs, doc was on me about it", "fitness", "money"),
         ("basically at my desk 10 hours a day", "mobility", "food"),
         ("I really hate crowds, packed places make me anxious", "outings", "food"),
+        # a phrase's words hyphenated ("day-trip", "no-sugar")
+        ("Suggest a few day-trip ideas around Portland", "outings", "food"),
+        ("Doing a 30-day no-sugar challenge, started it last week", "food", "fitness"),
+        # the user's plans and to-dos, a restaurant by area, staying alert at the wheel,
+        # how many children, somewhere near, emigrating
+        (
+            "What should I be focusing on this week to stay on track with my plans?",
+            "agenda",
+            "food",
+        ),
+        ("帮我列一下接下来要办的事情，按轻重缓急排一下", "agenda", "food"),
+        ("推荐几个适合请朋友吃饭的餐厅类型或者区域", "place", "money"),
+        ("Give me some tips for staying alert on long night drives.", "sleep", "food"),
+        ("I have two boys, they're 6 and 9.", "child", "food"),
+        ("周末想找个近点的地方吃早茶", "place", "money"),
+        ("我打算明年移民加拿大，走技术移民", "travel", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
             "Write a function that parses the ISO timestamps out of our logs",

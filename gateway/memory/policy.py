@@ -284,8 +284,9 @@ class ChangesSpec(_Model):
 
 def _keyword_regex(keyword: str) -> str:
     # ASCII keywords get ASCII-only boundaries so that "用FastAPI" matches: Python's \b treats
-    # CJK characters as word characters and would not see a boundary there.
-    body = r"\s*".join(re.escape(part) for part in keyword.split())
+    # CJK characters as word characters and would not see a boundary there. The words of a
+    # phrase may be written apart, hyphenated or joined: "day trip", "day-trip", "no-sugar".
+    body = r"[\s-]*".join(re.escape(part) for part in keyword.split())
     if keyword.isascii():
         return rf"(?<![A-Za-z0-9_]){body}(?![A-Za-z0-9_])"
     return body
