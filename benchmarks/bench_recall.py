@@ -474,21 +474,25 @@ async def time_recall(
     # What exists now (the model, the policy, this benchmark's corpus) is kept out of the
     # collector's full passes, as `memgate serve` keeps what its start-up loaded: otherwise a
     # full pass over the corpus lands in one timed recall, which a server never holds
+    # (and given back to it afterwards: the process goes on to other work)
     gc.collect()
     gc.freeze()
-    for text in list(queries)[:warmup]:
-        await recaller.recall(ident, text.strip(), model=_MODEL)
-    out = StageTimes()
-    for text in queries:
-        result = await recaller.recall(ident, text.strip(), model=_MODEL)
-        t = result.timings_ms
-        out.embed.append(t["embed"])
-        out.search.append(t["search"])
-        out.filter.append(t["filter"])
-        out.total.append(t["total"])
-        out.candidates.append(len(result.candidates))
-        out.injected.append(len(result.injected))
-    return out
+    try:
+        for text in list(queries)[:warmup]:
+            await recaller.recall(ident, text.strip(), model=_MODEL)
+        out = StageTimes()
+        for text in queries:
+            result = await recaller.recall(ident, text.strip(), model=_MODEL)
+            t = result.timings_ms
+            out.embed.append(t["embed"])
+            out.search.append(t["search"])
+            out.filter.append(t["filter"])
+            out.total.append(t["total"])
+            out.candidates.append(len(result.candidates))
+            out.injected.append(len(result.injected))
+        return out
+    finally:
+        gc.unfreeze()
 
 
 async def recall_candidates(

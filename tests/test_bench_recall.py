@@ -7,6 +7,7 @@ from the printed figures, never asserted in tests.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -164,9 +165,13 @@ def _rates(line: str) -> list[float]:
 
 
 def test_bench_recall_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    frozen = gc.get_freeze_count()
     code = main(["bench", "recall", "--sizes", "100,200", "--queries", "10", "--warmup", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
+    # the heap is frozen only while recalls are timed (as a server's after start-up)
+    assert "heap frozen before timing" in out
+    assert gc.get_freeze_count() == frozen
     assert "memgate bench recall" in out
     for size in ("100", "200"):
         assert re.search(rf"^\s+{size}\s+embed\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$", out, re.M), out
