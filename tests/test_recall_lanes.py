@@ -248,6 +248,12 @@ HEARING = [
         ("bought a used 2018 MacBook Pro", "os"),
         # a job quit and the new one, told without "我"
         ("火锅店的活辞了，现在在一家西餐厅做帮厨", "job"),
+        # a camera, and a camera changed; where the user studies is where they live
+        ("我用的是尼康 D750，配一支 24-120", "camera"),
+        ("D750 已经出掉了，换成了富士 X-T5，镜头是 16-80", "camera"),
+        ("My body is a Sony A7 IV and my widest lens is a 20mm f/1.8.", "camera"),
+        ("我在杭州读研，住在学校附近", "location"),
+        ("Traded the Ranger in - I've got a 2022 RAV4 hybrid now.", "car"),
         (
             "Moved into my dorm in Osaka, exchange semester runs until the end of February.",
             "location",
@@ -340,6 +346,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("best pots and pans for induction", "health"),
         ("我养了一只玄凤鹦鹉，叫芝士", "food"),
         ("车是一辆金杯小面包", "food"),
+        ("帮我做个表格，对比一下三种手机套餐的月租和流量。", "food"),
+        ("Explain the difference between active and passive bass pickups", "vehicles"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -844,6 +852,25 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I have two boys, they're 6 and 9.", "child", "food"),
         ("周末想找个近点的地方吃早茶", "place", "money"),
         ("我打算明年移民加拿大，走技术移民", "travel", "food"),
+        # a month's plan, a checklist of the next weeks, a runner's taper and tendons, a
+        # pregnancy by its weeks and scans, a gear list, film to shoot, a horror flick,
+        # the user's rhythm, a drive from home
+        ("帮我排一个接下来一个月的练习计划。", "agenda", "food"),
+        ("Help me put together a prep checklist for the next few weeks", "agenda", "food"),
+        ("比赛前一周应该怎么减量？", "fitness", "money"),
+        ("My left Achilles gets tight if I ramp up mileage too fast", "mobility", "vehicles"),
+        ("IT band acts up after anything over 30 km", "mobility", "music"),
+        ("I'm 26 weeks along now", "pregnancy", "food"),
+        ("I'm 34 weeks with twins", "pregnancy", "food"),
+        ("做四维彩超前要注意什么？需要空腹吗？", "pregnancy", "money"),
+        ("What kind of paint should I use for the nursery walls?", "pregnancy", "food"),
+        ("Help me build a gear list for my upcoming fishing trip.", "packing", "food"),
+        ("I shoot film on weekends, mostly Portra 400", "photography", "screen"),
+        ("我不敢看恐怖片，看完晚上睡不着", "screen", "food"),
+        ("我是早起型的人，早上六点就醒", "sleep", "food"),
+        ("这周末想去拍日落，有什么好的机位推荐？", "photography", "food"),
+        ("Where can I photograph fall colours within a two-hour drive of home?", "place", "food"),
+        ("I'm 71 and retired", "health", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
             "Write a function that parses the ISO timestamps out of our logs",
