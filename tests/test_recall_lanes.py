@@ -254,6 +254,12 @@ HEARING = [
         ("My body is a Sony A7 IV and my widest lens is a 20mm f/1.8.", "camera"),
         ("我在杭州读研，住在学校附近", "location"),
         ("Traded the Ranger in - I've got a 2022 RAV4 hybrid now.", "car"),
+        ("Sold the Yaris! Now driving a used Tesla Model 3.", "car"),
+        # back in a city, a district lived in; a grandchild living with the user and
+        # teaching oneself are no address
+        ("交换结束啦，我已经回到台北了，住在大安区", "location"),
+        ("孙女跟我住，今年上三年级", None),
+        ("我在自学吉他", None),
         (
             "Moved into my dorm in Osaka, exchange semester runs until the end of February.",
             "location",
@@ -348,6 +354,7 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("车是一辆金杯小面包", "food"),
         ("帮我做个表格，对比一下三种手机套餐的月租和流量。", "food"),
         ("Explain the difference between active and passive bass pickups", "vehicles"),
+        ("I'm a type 2 person, I like structure", "health"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -871,6 +878,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("这周末想去拍日落，有什么好的机位推荐？", "photography", "food"),
         ("Where can I photograph fall colours within a two-hour drive of home?", "place", "food"),
         ("I'm 71 and retired", "health", "food"),
+        # weight in Chinese numerals, diabetes by its type, the user's line of work, the
+        # hours the user can train, a weak wrist
+        ("今年年底之前我想减掉五公斤", "food", "money"),
+        ("I'm type 1, diagnosed when I was 12.", "health", "food"),
+        ("我这行容易腰肌劳损，平时有什么预防的办法？", "work", "food"),
+        ("I can only train on weekday evenings and Sunday mornings", "timetable", "food"),
+        ("My left wrist is weak since I broke it in March", "mobility", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
             "Write a function that parses the ISO timestamps out of our logs",
