@@ -500,6 +500,8 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "mobility" not in policy.topics_reaching(["food"])
     # a nap or a bedtime is a fixed time in a plan of the user's days
     assert "sleep" in policy.topics_reaching(["timetable"])
+    # a tight budget matters to how the user gets between places
+    assert "budget" in policy.topics_reaching(["transport"])
     # a condition goes into the bag for a trip (medicines, a pacemaker card), but does not
     # reach every trip or game: a visa question, the offside rule
     assert "health" in policy.topics_reaching(["packing"])
@@ -885,6 +887,12 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我这行容易腰肌劳损，平时有什么预防的办法？", "work", "food"),
         ("I can only train on weekday evenings and Sunday mornings", "timetable", "food"),
         ("My left wrist is weak since I broke it in March", "mobility", "food"),
+        # the way between two places, seasickness on it; damp laundry at home; a teaching
+        # qualification
+        ("What's the best way to get from Bangkok to Koh Tao?", "transport", "food"),
+        ("I get seasick super easily, even on short boat rides", "transport", "food"),
+        ("衣服在家总是晾不干，还有一股霉味，有什么办法？", "home", "food"),
+        ("Got my CELTA in 2021, passed with Pass A", "work", "food"),
         # the standard's timestamps, not a camera's sensitivity
         (
             "Write a function that parses the ISO timestamps out of our logs",
