@@ -1212,12 +1212,27 @@ def test_a_change_of_a_slot_ends_only_its_older_value(gateway: Gateway) -> None:
     assert sorted(me.injected(raw)) == sorted([veggie, weeknights])
 
 
+def test_a_change_names_what_an_older_rule_says_by_a_word_in_common() -> None:
+    from gateway.memory.policy import change_names
+
+    assert change_names(
+        "以后别用表格了，手机上看着太挤，改成分点列表", "对比类的问题用表格形式回答"
+    )
+    assert change_names("No more numbered lists, use bullet points instead", "Use numbered lists")
+    # one-character words ("用", "a") are in every such rule: they name nothing
+    assert not change_names("以后别用表格了，改成分点列表", "回答里不要用表情符号")
+    assert not change_names("Switched to plain text instead", "Use bullet points")
+
+
 def test_a_format_rule_changed_in_other_words_leaves_the_old_one_out(gateway: Gateway) -> None:
     # many format rules coexist; one that says it changed what an older one names ends it
     me = User(gateway)
-    me.remember("对比类的问题用表格形式回答", type="preference")
+    table = me.remember("对比类的问题用表格形式回答", type="preference")
     emoji = me.remember("回答里不要用表情符号", type="preference")
     lists = me.remember("以后别用表格了，手机上看着太挤，改成分点列表", type="preference")
+    # ended when the change is written, not only left out when both are recalled
+    assert memory(me, table)["status"] == "superseded"
+    assert memory(me, emoji)["status"] == "active"
     raw = ask(me, "对比一下 iPhone 和安卓手机在隐私保护上的差别。")
     assert sorted(me.injected(raw)) == sorted([emoji, lists])
 

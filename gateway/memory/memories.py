@@ -20,6 +20,7 @@ from gateway.memory.identity import Identity
 from gateway.memory.policy import (
     Policy,
     change_may_replace,
+    change_names,
     change_subjects,
     derive_applies,
     memory_topics,
@@ -218,7 +219,9 @@ class Memories:
         unless the two state the same value; in a many-valued one only those saying nearly
         the same thing. Without a slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
-        tier that shares a topic with it, if close enough (``ChangesSpec``). The caller
+        tier that shares a topic with it, if close enough (``ChangesSpec``). In a many-valued
+        slot, one that says it changed what an older one names replaces that one too
+        (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答"). The caller
         keeps those that outlive the new memory."""
         policy, slot = self.policy, decision.slot
         if not slot:
@@ -254,7 +257,19 @@ class Memories:
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity
-        return [n.memory for n in neighbours if n.memory.slot == slot and n.similarity >= bar]
+        close = [n.memory for n in neighbours if n.memory.slot == slot and n.similarity >= bar]
+        if not decision.says_change:
+            return close
+        ids = {m.id for m in close}
+        same = await self.store.find_memories(ident.tenant, ident.user, status="active", slot=slot)
+        return close + [
+            m
+            for m in same
+            if m.id not in ids
+            and m.scope == scope
+            and m.project_id == project_id
+            and change_names(content, m.content)
+        ]
 
     async def supersede(
         self, ident: Identity, old_id: str, new: Memory, actor: str = "user"

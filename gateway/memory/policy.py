@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from gateway import __version__
-from gateway.memory.textsearch import STOPWORDS
+from gateway.memory.textsearch import STOPWORDS, tokens
 
 __all__ = [
     "DETECTOR_NAMES",
@@ -68,6 +68,7 @@ __all__ = [
     "TopicSpec",
     "TypeSpec",
     "change_may_replace",
+    "change_names",
     "change_subjects",
     "default_policy_path",
     "derive_applies",
@@ -608,10 +609,9 @@ class HorizonRule(RuleSpec):
             return None
         if self.days is not None:
             n: float | None = 1
-            counts = {"n", "m"} & set(self.compiled.groupindex)
-            if counts:  # "m": the count where a second wording's alternative names it
-                groups = found.groupdict()
-                n = _count(next((groups[g] for g in sorted(counts) if groups[g]), ""))
+            groups = found.groupdict()
+            if "n" in groups or "m" in groups:  # "m": a second alternative's count
+                n = _count(groups.get("n") or groups.get("m") or "")
             return saved + timedelta(days=self.days * n) if n else None
         if self.month_end is not None:
             return _month_end(saved.year, saved.month + self.month_end)
@@ -975,6 +975,15 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
 def says_change(text: str, policy: Policy) -> bool:
     """Whether the text says that something about the user changed (``ChangesSpec``)."""
     return matches_any(policy.changes.patterns, text)
+
+
+def change_names(newer: str, older: str) -> bool:
+    """Whether a newer memory that says something changed ("别用表格了，改成分点列表") names
+    what an older one of its many-valued slot says ("对比类的问题用表格回答"): a word of more
+    than one character in common ("用" and "a" are in every such rule). The caller has
+    checked that the newer one ``says_change``."""
+    named = {t for t in tokens(newer) if len(t) > 1}
+    return bool(named.intersection(tokens(older)))
 
 
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
@@ -1562,8 +1571,8 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
         groups = rule.compiled.groupindex
         if rule.named_month and "month" not in groups:
             yield (*loc, "regex"), "a named_month rule needs a (?P<month>...) group"
-        elif "n" in groups and rule.days is None:
-            yield (*loc, "regex"), "only a days rule counts (?P<n>...)"
+        elif ("n" in groups or "m" in groups) and rule.days is None:
+            yield (*loc, "regex"), "only a days rule counts (?P<n>...) or (?P<m>...)"
         else:
             for j, example in enumerate(rule.examples):
                 if rule.until(normalize(example), saved) is None:

@@ -29,6 +29,7 @@ from gateway.memory.identity import Identity
 from gateway.memory.policy import (
     Policy,
     change_may_replace,
+    change_names,
     change_subjects,
     says_change,
     topics_of,
@@ -46,7 +47,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
-from gateway.memory.textsearch import Names, name_words, search_text, tokens
+from gateway.memory.textsearch import Names, name_words, search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -520,27 +521,20 @@ class Recaller:
             for i, newer in enumerate(group):
                 if newer.reason is not None:
                     continue
-                changed = self._named_by_change(newer.memory)
+                said = newer.memory.says_change
+                changed = said if said is not None else self._says_change(newer.memory.content)
                 for older in group[i + 1 :]:
                     a, b = vectors.get(newer.memory.id), vectors.get(older.memory.id)
                     same_subject = (
                         a is None
                         or b is None
                         or float(np.dot(a, b)) >= bar
-                        or bool(changed & set(tokens(older.memory.content)))
+                        or (changed and change_names(newer.memory.content, older.memory.content))
                     )
                     if older.reason is None and same_subject:
                         older.reason = "conflict"
                         conflicts += 1
         return conflicts + self._resolve_changes(alive)
-
-    def _named_by_change(self, memory: Memory) -> set[str]:
-        """The words of a memory that says something changed, those of one character aside
-        ("用", "a"): what it changed is named by one of them. Empty for any other memory."""
-        said = memory.says_change
-        if not (said if said is not None else self._says_change(memory.content)):
-            return set()
-        return {t for t in tokens(memory.content) if len(t) > 1}
 
     def _says_change(self, content: str) -> bool:
         """``says_change`` of the text of a memory stored before it was read at write time,
