@@ -323,6 +323,21 @@ def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
     )
 
 
+def test_a_general_questions_examples_are_checked(tmp_path: Path) -> None:
+    old = '      examples: ["Why do dogs wag their tails?", 中国古代的婚礼有哪些主要的礼仪和习俗？]'
+    path, line = variant(tmp_path, old, '      examples: ["Why does my dog wag his tail?"]')
+    assert re.search(
+        rf":{line}: recall\.relevance\.general_questions\.examples\[0\]: not a general",
+        error_of(path),
+    )
+    old = "                     我的代码为什么报空指针异常？,"
+    path, line = variant(tmp_path, old, "                     为什么天空是蓝色的？,")
+    assert re.search(
+        rf":{line}: recall\.relevance\.general_questions\.not_examples\[2\]: a general",
+        error_of(path),
+    )
+
+
 def test_slot_example_must_derive_its_slot(tmp_path: Path) -> None:
     old = (
         "    examples: [I use Neovim, 我用 VSCode 写代码, My IDE is PyCharm,"

@@ -1091,6 +1091,24 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "firm swapped me onto a Volvo FH, still finding the dash",
             "global",
         ),
+        # a change naming the particular thing the older names: a medicine, a tool
+        (
+            "My wife takes donepezil for her dementia",
+            "Her neurologist took her off donepezil, she's on memantine now",
+            "global",
+        ),
+        ("我在吃舍曲林，每天一片", "医生把舍曲林给我停了，换成了艾司西酞普兰", "global"),
+        ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
+        (
+            "我用 ChessBase 管理自己的棋谱数据库",
+            "ChessBase我不用了，续费太贵，现在棋谱全部放在 Lichess 里整理",
+            "global",
+        ),
+        (
+            "I write all my notes in Evernote",
+            "Switched to Obsidian for notes, Evernote got way too expensive",
+            "global",
+        ),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
@@ -1156,6 +1174,8 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         ("My husband has asthma", "My husband quit smoking"),
         ("I have a bad knee from skiing", "I no longer run, my knees can't take it"),
         ("My son is learning English at school.", "My daughter switched schools this year"),
+        # a word of a topic names the subject, not a thing: the son's football stands
+        ("儿子喜欢踢足球", "儿子转学了，现在在外国语学校读四年级"),
         # a stay somewhere is not a new home, nor learning a language the answers' language
         ("I live in Austin, TX", "We're in Paris now for a week"),
         ("Always answer in Chinese", "I'm learning English again"),
@@ -1235,6 +1255,19 @@ def test_a_format_rule_changed_in_other_words_leaves_the_old_one_out(gateway: Ga
     assert memory(me, emoji)["status"] == "active"
     raw = ask(me, "对比一下 iPhone 和安卓手机在隐私保护上的差别。")
     assert sorted(me.injected(raw)) == sorted([emoji, lists])
+
+
+def test_a_question_about_the_world_gets_no_fact_about_the_user(gateway: Gateway) -> None:
+    # however close in meaning: the user's old beagle is no part of why dogs wag their tails
+    me = User(gateway)
+    rufus = me.remember("My dog Rufus is a 9-year-old beagle with arthritis", type="profile")
+    wedding = me.remember("我在筹备自己明年五月的婚礼，头都大了", type="plan")
+    lang = me.remember("Always answer in English", type="preference")
+    assert me.injected(ask(me, "Why do dogs wag their tails?")) == [lang]
+    assert me.injected(ask(me, "中国古代的婚礼有哪些主要的礼仪和习俗？")) == [lang]
+    # the same subject asked about the user's own life
+    assert rufus in me.injected(ask(me, "Why does my dog keep licking his hips?"))
+    assert wedding in me.injected(ask(me, "婚礼为什么要提前半年订酒店？我该什么时候订？"))
 
 
 def test_the_users_hours_shape_a_plan_of_the_users_time(gateway: Gateway) -> None:

@@ -24,6 +24,7 @@ from gateway.memory.policy import (
     change_subjects,
     derive_applies,
     memory_topics,
+    names_a_thing,
     says_change,
 )
 from gateway.memory.records import Memory, content_key, new_memory_id
@@ -219,7 +220,9 @@ class Memories:
         unless the two state the same value; in a many-valued one only those saying nearly
         the same thing. Without a slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
-        tier that shares a topic with it, if close enough (``ChangesSpec``). In a many-valued
+        tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
+        most similar one naming the particular thing it names (``names_a_thing``: "took her
+        off donepezil" after "My wife takes donepezil"). In a many-valued
         slot, one that says it changed what an older one names replaces that one too
         (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答"). The caller
         keeps those that outlive the new memory."""
@@ -243,6 +246,18 @@ class Memories:
                     policy,
                 )
             ]
+            if not older:
+                # a change naming the particular thing an older memory names ("took her off
+                # donepezil"), however far apart the rest of the two is worded
+                others = set(decision.topics) & policy.others_topics
+                older = [
+                    n
+                    for n in neighbours
+                    if n.memory.applies != "always"
+                    and policy.tier(n.memory.type) == policy.tier(memory_type)
+                    and others <= set(n.memory.topics)
+                    and names_a_thing(content, n.memory.content, policy)
+                ]
             return [max(older, key=lambda n: n.similarity).memory] if older else []
         if slot in policy.one_valued_slots:
             same = await self.store.find_memories(

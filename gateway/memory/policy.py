@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, get_args
 
 import opencc
+import rjieba  # type: ignore[import-not-found]
 import yaml
 from pydantic import (
     BaseModel,
@@ -34,7 +35,7 @@ from pydantic import (
 )
 
 from gateway import __version__
-from gateway.memory.textsearch import STOPWORDS, tokens
+from gateway.memory.textsearch import STOPWORDS, name_words, tokens
 
 __all__ = [
     "DETECTOR_NAMES",
@@ -73,10 +74,12 @@ __all__ = [
     "default_policy_path",
     "derive_applies",
     "derive_slot",
+    "general_question",
     "is_one_time",
     "level_at_least",
     "load_policy",
     "memory_topics",
+    "names_a_thing",
     "normalize",
     "parse_policy",
     "says_change",
@@ -681,6 +684,21 @@ class FusionWeights(_Model):
     text: Fraction
 
 
+class GeneralQuestionsSpec(_Model):
+    """Requests that ask how the world is, not what the user should do: "Why do dogs wag
+    their tails?", "婚礼抛捧花的传统是怎么来的？". A request matching one of ``asks`` and
+    none of ``about_the_user`` (a word for the user or their household, or one asking for
+    advice) gets no topical memory but one naming someone or something the request names:
+    the user's old beagle does not belong in an answer about dogs in general, however
+    close in meaning the two are. Standing memories still apply. `examples` must be
+    general; `not_examples` must not."""
+
+    asks: tuple[RuleSpec, ...] = ()
+    about_the_user: tuple[RuleSpec, ...] = ()
+    examples: tuple[str, ...] = ()
+    not_examples: tuple[str, ...] = ()
+
+
 class RelevanceSpec(_Model):
     """Whether a topical memory is relevant at all; the weights only order the relevant ones.
 
@@ -707,6 +725,7 @@ class RelevanceSpec(_Model):
     # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still
     # does. Not a task about the user's own life ("travel": the kids go on the ski trip).
     meaning_only_in_tasks: tuple[Name, ...] = ()
+    general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
 
 
 class LaneSpec(_Model):
@@ -986,6 +1005,43 @@ def change_names(newer: str, older: str) -> bool:
     return bool(named.intersection(tokens(older)))
 
 
+# a particular thing's name: mixed case or digits ("VRay", "AirPods", "80D")
+_PRODUCT = re.compile(r"[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]")
+# lowercase words this long that no topic lists are mostly names of particular things
+# ("warfarin", "donepezil", "evernote"); shorter ones are everyday words
+_LONG_WORD = 6
+
+
+def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
+    """Whether a newer memory that says something changed names a particular thing an older
+    one names, so the change is about it whatever else either says: a medicine ("took her
+    off donepezil" after "My wife takes donepezil"), a tool ("ChessBase我不用了" after "我用
+    ChessBase 管理棋谱"), a vehicle ("sold the Silverado"). A word of a topic or slot names a
+    subject, not a thing ("knee", "儿子", "coffee": a change of habit about the knee does not
+    end the bad knee); a Chinese word counts only as a noun of the older text, an English
+    one only as a name, a product code or a long word. The caller has checked that the
+    newer one ``says_change``."""
+    newer_words = set(tokens(newer))
+    newer_folded = normalize(newer).lower()
+    names = name_words(older).inside | name_words(newer).inside
+    for word, tag in rjieba.tag(normalize(older)):
+        if not (tag.startswith("n") or tag == "eng"):
+            continue
+        lowered = word.strip().lower()
+        if len(lowered) < 2 or lowered in STOPWORDS or not lowered.isalnum():
+            continue
+        if lowered.isascii():
+            thing = lowered in names or bool(_PRODUCT.search(word)) or len(lowered) >= _LONG_WORD
+            if not thing or lowered not in newer_words:
+                continue
+        elif lowered not in newer_folded:
+            continue
+        if lowered in policy.vocabulary or topics_of(lowered, policy):
+            continue
+        return True
+    return False
+
+
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
     """The subjects a change statement of ``topics`` may end an older memory about: its
     worded topics but ``lasting`` ones (which no change ends), none if it is about someone
@@ -1019,6 +1075,14 @@ def change_may_replace(
         and bool(subjects & set(old_topics))
         and not policy.lasting_topics & set(old_topics)
     )
+
+
+def general_question(text: str, policy: Policy) -> bool:
+    """Whether a request asks how the world is, not about the user (``GeneralQuestionsSpec``)."""
+    spec = policy.recall.relevance.general_questions
+    if not spec.asks:
+        return False
+    return matches_any(spec.asks, text) and not matches_any(spec.about_the_user, text)
 
 
 def standing_by_words(text: str, policy: Policy) -> bool:
@@ -1521,6 +1585,21 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         problems = list(_check_rule(rule, ("changes", "patterns", i)))
         changes_ok = changes_ok and not any(loc[-1] == "regex" for loc, _ in problems)
         yield from problems
+    general = policy.recall.relevance.general_questions
+    loc = ("recall", "relevance", "general_questions")
+    general_ok = True
+    for key in ("asks", "about_the_user"):
+        for i, rule in enumerate(getattr(general, key)):
+            problems = list(_check_rule(rule, (*loc, key, i)))
+            general_ok = general_ok and not any(p[-1] == "regex" for p, _ in problems)
+            yield from problems
+    if general_ok:
+        for i, example in enumerate(general.examples):
+            if not general_question(example, policy):
+                yield (*loc, "examples", i), "not a general question by these rules"
+        for i, example in enumerate(general.not_examples):
+            if general_question(example, policy):
+                yield (*loc, "not_examples", i), "a general question by these rules"
     for i, example in enumerate(policy.changes.not_examples):
         if changes_ok and says_change(example, policy):
             yield ("changes", "not_examples", i), "a change pattern matches it"

@@ -31,6 +31,7 @@ from gateway.memory.policy import (
     change_may_replace,
     change_names,
     change_subjects,
+    general_question,
     says_change,
     topics_of,
 )
@@ -109,6 +110,7 @@ class _Searches:
     embedded_at: float
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
+    general: bool  # asks how the world is, not about the user (policy.general_question)
 
     @property
     def names(self) -> list[str]:
@@ -124,6 +126,7 @@ class _About:
     query_topics: list[str]
     memory_topics: list[str]  # memory topics that matter to the request's topics
     names: Names
+    general: bool
 
 
 @dataclass(slots=True)
@@ -275,7 +278,8 @@ class Recaller:
         terms = searches.query_terms if searches else frozenset()
         names = searches.query_names if searches else frozenset()
         leading = searches.query_leading if searches else frozenset()
-        await self._check(result, ident, now, terms, names, leading)
+        general = searches.general if searches else False
+        await self._check(result, ident, now, terms, names, leading, general)
         self._select(result, model)
         t_filter = clock.monotonic()
         result.timings_ms = {
@@ -408,6 +412,7 @@ class Recaller:
             embedded_at,
             bool(by_topic),
             scanned,
+            about.general,
         )
 
     def _about(self, own: str) -> _About:
@@ -419,7 +424,12 @@ class Recaller:
             if self.policy.recall.relevance.shared_name
             else Names(frozenset(), frozenset())
         )
-        return _About(query_topics, sorted(self.policy.topics_reaching(query_topics)), names)
+        return _About(
+            query_topics,
+            sorted(self.policy.topics_reaching(query_topics)),
+            names,
+            general_question(own, self.policy),
+        )
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
         """Each found memory's typicality (none when the policy turns it off). Missing ones
@@ -474,10 +484,13 @@ class Recaller:
         terms: frozenset[str],
         names: frozenset[str],
         leading: frozenset[str],
+        general: bool = False,
     ) -> None:
         alive: list[Candidate] = []
         for cand in result.candidates:
-            cand.reason = first_failure(cand, self.policy, ident, now, terms, names, leading)
+            cand.reason = first_failure(
+                cand, self.policy, ident, now, terms, names, leading, general=general
+            )
             if cand.reason is None:
                 alive.append(cand)
         result.conflicts = await self._resolve_conflicts(alive, ident)

@@ -110,10 +110,13 @@ def first_failure(
     terms: frozenset[str],
     names: frozenset[str] = frozenset(),
     leading: frozenset[str] = frozenset(),
+    *,
+    general: bool = False,
 ) -> str | None:
     """The first check ``cand`` fails (its drop reason), or None. ``terms`` and ``names``:
     the request's content words and names; ``leading``: capitalised words opening its
-    sentences, names only where a memory writes them capitalised too. Conflicts and
+    sentences, names only where a memory writes them capitalised too; ``general``: the
+    request asks how the world is, not about the user (``policy.general_question``). Conflicts and
     sensitivity are judged by the recaller afterwards; a paused user's recall never gets
     here."""
     m = cand.memory
@@ -131,6 +134,7 @@ def first_failure(
         leading,
         in_project=bool(ident.project_id),
         task=ident.task,
+        general=general,
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -147,6 +151,7 @@ def relevant(
     *,
     in_project: bool = False,
     task: str | None = None,
+    general: bool = False,
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated.
@@ -184,6 +189,10 @@ def relevant(
         )
         if cand.shared_name:
             return True
+    if general:
+        # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
+        # of the answer, however close in meaning; only a name the request names links
+        return False
     if cand.off_topic:
         # About something else and linked by words: a shared word lifts the similarity too
         # ("我家养了条球蟒，英文叫 ball python" against a Python question), so one is not
