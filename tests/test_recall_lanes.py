@@ -212,6 +212,20 @@ HEARING = [
     ("text", "slot"),
     [
         ("开的哈弗H6，烧油的", "car"),
+        # a move as a clause of its own, a home's keys; a studio that moved is no home
+        ("本科毕业了，已经搬到曼彻斯特开始读研", "location"),
+        ("把家搬到天津滨海新区了，离港口近", "location"),
+        ("Just got the keys to our first house in Brampton!!", "location"),
+        ("工作室已经搬到深圳南山了，上个月刚搬完", None),
+        # an occupation at a named employer, teaching somewhere, a rota given
+        ("I'm a dental assistant at Bright Smile Dental", "job"),
+        ("我从诊所出来了，现在在医学院教口腔解剖", "job"),
+        ("Starting Monday as a junior QA engineer at a fintech company", "job"),
+        ("They've put me on lates now, 2 till 10", "shift"),
+        # a wish for both a length and a shape takes the one-valued length
+        ("Changed my mind - keep it brief from now on, bullet points are fine", "length"),
+        # earbuds by a camera maker are no camera
+        ("AirPods 丢了，现在用的是索尼 WF-1000XM5", None),
         ("I've got a Nissan Leaf", "car"),
         ("traded the Leaf in for a diesel Skoda Octavia estate", "car"),
         # a shop the user runs is no car, cooking for oneself no job
@@ -329,6 +343,11 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("结婚选个吉利的日子", "vehicles"),
         ("怎么去除衣服上的油渍", "transport"),
         ("cutting boards for the kitchen", "fitness"),
+        # an old furnace, a library as a place, a port side, a meeting run
+        ("Our first house came with a 30-year-old oil furnace", "child"),
+        ("I bike to the library where I work, about 6 km each way.", "coding"),
+        ("she has serious prop walk to port in reverse", "coding"),
+        ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
         ("大年初一去拜年", "study"),
@@ -900,6 +919,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
             "photography",
         ),
         ("What ISO should I shoot at indoors?", "photography", "coding"),
+        # boats and bees; a shift or a site is the user's work
+        ("一个人驾驶帆船进港靠泊，有什么实用技巧？", "boats", "coding"),
+        ("What paperwork do I need before sailing into Mexico?", "boats", "travel"),
+        ("我后院放了三箱蜜蜂，去年刚开始养", "garden", "food"),
+        ("quick breakfasts I can make before a 24-hour shift", "work", "sleep"),
+        ("What should I pack for lunch on long days on site?", "work", "coding"),
+        ("Can you plan my runs for this week?", "fitness", "coding"),
+        ("What roof rack setup would work for carrying my kayaks?", "vehicles", "food"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
