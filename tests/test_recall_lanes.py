@@ -343,6 +343,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("结婚选个吉利的日子", "vehicles"),
         ("怎么去除衣服上的油渍", "transport"),
         ("cutting boards for the kitchen", "fitness"),
+        # a reader left unused
+        ("我喜欢看纸质书，Kindle 买了基本吃灰", "food"),
         # an old furnace, a library as a place, a port side, a meeting run
         ("Our first house came with a 30-year-old oil furnace", "child"),
         ("I bike to the library where I work, about 6 km each way.", "coding"),
@@ -927,6 +929,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("What should I pack for lunch on long days on site?", "work", "coding"),
         ("Can you plan my runs for this week?", "fitness", "coding"),
         ("What roof rack setup would work for carrying my kayaks?", "vehicles", "food"),
+        # chess, skateboarding, a rig, a room redone, a voice to look after, a few books
+        ("下个月要参加一个15+10的快棋赛，帮我制定一个四周的备赛计划。", "games", "coding"),
+        ("我想开始练碗池和U池了，有什么需要注意的？", "sports", "food"),
+        ("I run a 2020 Kenworth T680 pulling a Carrier reefer trailer", "vehicles", "food"),
+        ("We're thinking of redoing our bathroom this spring.", "home", "coding"),
+        ("录音前这段时间嗓子应该怎么保养？", "music", "food"),
+        ("给我推荐几本讲声音设计和录音的书。", "books", "music"),
+        ("My husband Raj has Parkinson's and his balance has gotten worse", "mobility", "games"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
