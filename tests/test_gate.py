@@ -83,7 +83,9 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     "one_time curly apostrophe": ("let’s roleplay an interview", {}, ONE_TIME, US, None),
     "one_time full-width": ("ＫＥＥＰ ＩＴ ＳＨＯＲＴ ＴＨＩＳ ＴＩＭＥ", {}, ONE_TIME, US, None),
     # "this time" of a trip is no instruction for this answer
-    "trip this time zh": ("国庆再去成都，这次住春熙路附近", {"type": "plan"}, (), US, 14),
+    # ... and a trip at National Day lasts until October is over
+    "trip this time zh": ("国庆再去成都，这次住春熙路附近", {"type": "plan"}, (), US,
+                          datetime(2025, 11, 1, tzinfo=UTC)),
     "trip this time en": ("Seeing my parents in March, flying this time instead of the train",
                           {"type": "plan"}, (), US, datetime(2025, 4, 1, tzinfo=UTC)),
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
@@ -221,6 +223,11 @@ HORIZONS = [
     ("每周三天去健身房", "goal", NOW + 30 * DAY),
     ("no sugar for the next two weeks", "goal", NOW + 14 * DAY),
     ("接下来两周每天背单词", "goal", NOW + 14 * DAY),
+    # a holiday always in one month; how long a trip lasts is no horizon
+    ("国庆打算带老婆自驾去云南玩一周", "plan", datetime(2025, 11, 1, tzinfo=UTC)),
+    ("Christmas at my sister's this year", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("hosting Thanksgiving for 12 this year", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("五一想去云南玩五天", "plan", datetime(2025, 6, 1, tzinfo=UTC)),
     (
         "have to finish the tax return by the end of the month",
         "plan",

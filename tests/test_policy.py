@@ -323,6 +323,15 @@ def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
     )
 
 
+def test_a_horizon_rule_ends_one_way(tmp_path: Path) -> None:
+    old = "      month: 10\n"
+    path, line = variant(tmp_path, old, "      month: 10\n      days: 7\n")
+    assert re.search(
+        rf":{line - 1}: horizons\.rules\[\d+\]: needs exactly one of days, month_end",
+        error_of(path),
+    )
+
+
 def test_a_general_questions_examples_are_checked(tmp_path: Path) -> None:
     old = '      examples: ["Why do dogs wag their tails?", 中国古代的婚礼有哪些主要的礼仪和习俗？]'
     path, line = variant(tmp_path, old, '      examples: ["Why does my dog wag his tail?"]')

@@ -596,13 +596,15 @@ class HorizonRule(RuleSpec):
     one: a regex names no group twice, so a second alternative's count is ``m``),
     ``month_end`` (the end of the month it was saved in, 0, or of the next, 1), ``year_end``
     (likewise for the calendar year), ``named_month`` (the end of the next month its
-    ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one).
+    ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one),
+    ``month`` (the end of the next such month, for a holiday always in it: "国庆", 10).
     Calendar ends are UTC's."""
 
     days: PositiveInt | None = None
     month_end: Literal[0, 1] | None = None
     year_end: Literal[0, 1] | None = None
     named_month: bool = False
+    month: Annotated[int, Field(ge=1, le=12)] | None = None
 
     def until(self, text: str, saved: datetime) -> datetime | None:
         """When a memory saved at ``saved`` whose text this rule matches ends (None: the
@@ -620,6 +622,8 @@ class HorizonRule(RuleSpec):
             return _month_end(saved.year, saved.month + self.month_end)
         if self.year_end is not None:
             return datetime(saved.year + 1 + self.year_end, 1, 1, tzinfo=UTC)
+        if self.month is not None:
+            return _next_month_end(saved, self.month, found.group(0))
         month = _MONTHS.get((found.group("month") or "").lower())
         if month is None and (found.group("month") or "").isdigit():
             month = int(found.group("month"))
@@ -629,12 +633,14 @@ class HorizonRule(RuleSpec):
         if year:  # "by June 2028", "2028年3月前": that year's month
             end = _month_end(int(year), month)
             return end if end > saved else None
-        # the next such month: a month already past is next year's, and "next December"
-        # said in December is next year's too
-        ahead = month < saved.month or (
-            month == saved.month and found.group(0).lower().startswith("next")
-        )
-        return _month_end(saved.year + ahead, month)
+        return _next_month_end(saved, month, found.group(0))
+
+
+def _next_month_end(saved: datetime, month: int, said: str) -> datetime:
+    """The end of the next ``month``: one already past is next year's, and "next December"
+    said in December is next year's too."""
+    ahead = month < saved.month or (month == saved.month and said.lower().startswith("next"))
+    return _month_end(saved.year + ahead, month)
 
 
 class HorizonsSpec(_Model):
@@ -1639,9 +1645,9 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)
         ways = [rule.days is not None, rule.month_end is not None, rule.year_end is not None]
-        ways.append(rule.named_month)
+        ways += [rule.named_month, rule.month is not None]
         if sum(ways) != 1:
-            yield loc, "needs exactly one of days, month_end, year_end, named_month"
+            yield loc, "needs exactly one of days, month_end, year_end, named_month, month"
             continue
         problems = list(_check_rule(rule, loc))
         yield from problems
