@@ -1146,6 +1146,14 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "Switched to Obsidian for notes, Evernote got way too expensive",
             "global",
         ),
+        # signed up for another licence, a taste changed, someone new
+        ("我报的是C1手动挡", "我改报C2自动挡了，手动挡离合实在踩不好", "global"),
+        ("我不吃辣，一点都不行", "在四川待了一年，现在特别能吃辣了", "global"),
+        (
+            "I'm single and not really looking",
+            "I've been seeing someone, her name's Priya",
+            "global",
+        ),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
