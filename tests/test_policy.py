@@ -691,8 +691,8 @@ def test_a_slots_values_and_the_change_rules_are_checked(tmp_path: Path) -> None
     old = "      keto: {regex: '(?i)(?<![a-z])keto|生酮'}"
     path, line = variant(tmp_path, old, "      keto: {regex: '(?i)(keto'}")
     assert re.search(rf":{line}: slots\[\d+\]\.options\.keto\.regex: ", error_of(path))
-    old = "    - regex: '不再|改成|改用|改为|"
-    path, line = variant(tmp_path, old, "    - regex: '(不再|改成|改用|改为|")
+    old = "    - regex: '不再|别再|不要再|"
+    path, line = variant(tmp_path, old, "    - regex: '(不再|别再|不要再|")
     assert re.search(rf":{line}: changes\.patterns\[1\]\.regex: ", error_of(path))
 
 

@@ -1154,6 +1154,17 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "I've been seeing someone, her name's Priya",
             "global",
         ),
+        # a class moved to another day, a home rented before a house bought
+        (
+            "我每周六下午在少年宫教小朋友下国际象棋",
+            "少年宫的课调到周日上午了，周六下午空出来了",
+            "global",
+        ),
+        (
+            "We're renting a 2-bedroom apartment in Scarborough",
+            "Just got the keys to our first house in Brampton!!",
+            "global",
+        ),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
         # no slot names a training split: the newer says it changed
