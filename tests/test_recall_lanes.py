@@ -102,6 +102,9 @@ def test_how_a_memory_applies_by_default(
 # that mention the same words without being such an instruction.
 STANDING_IN_OTHER_WORDS = [
     "Please reply in Spanish from now on",
+    "When you draft emails for me, sign them 'Cheers, Tom'.",
+    "Friendly but not gushing, please.",
+    "Give me code in TypeScript unless I say otherwise.",
     "Warm is good but not cheesy. I hate over-the-top sentimental stuff",
     "写东西别太煽情",
     "use km not miles please",
@@ -224,6 +227,8 @@ HEARING = [
         ("They've put me on lates now, 2 till 10", "shift"),
         # a wish for both a length and a shape takes the one-valued length
         ("Changed my mind - keep it brief from now on, bullet points are fine", "length"),
+        ("I'm a children's social worker in Bristol.", "job"),
+        ("My editor wants the school-funding series filed by the end of next month.", None),
         # earbuds by a camera maker are no camera
         ("AirPods 丢了，现在用的是索尼 WF-1000XM5", None),
         ("I've got a Nissan Leaf", "car"),
@@ -343,8 +348,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("结婚选个吉利的日子", "vehicles"),
         ("怎么去除衣服上的油渍", "transport"),
         ("cutting boards for the kitchen", "fitness"),
-        # a reader left unused
+        # a reader left unused, an editor at a paper, a quiz team
         ("我喜欢看纸质书，Kindle 买了基本吃灰", "food"),
+        ("I'm the night editor at a regional paper in Ohio.", "coding"),
+        ("My flatmate runs our pub quiz team.", "food"),
         # an old furnace, a library as a place, a port side, a meeting run
         ("Our first house came with a 30-year-old oil furnace", "child"),
         ("I bike to the library where I work, about 6 km each way.", "coding"),
@@ -937,6 +944,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("录音前这段时间嗓子应该怎么保养？", "music", "food"),
         ("给我推荐几本讲声音设计和录音的书。", "books", "music"),
         ("My husband Raj has Parkinson's and his balance has gotten worse", "mobility", "games"),
+        # dumplings, birds watched, an audax, case notes, a stream's titles and upload speed
+        ("饺子馅怎么调才不会出水？", "food", "coding"),
+        ("出发去看鸟之前，帮我列一下要准备的装备。", "outings", "pets"),
+        ("Training for a 200 km audax later this spring.", "fitness", "food"),
+        ("I keep falling behind on writing up case notes after home visits.", "work", "home"),
+        ("Give me some stream title ideas for this week.", "games", "coding"),
+        ("My upload speed is only about 8 Mbps on a good day.", "creator", "coding"),
+        ("Suggest something to drink at the pub quiz tonight.", "food", "coding"),
+        ("What should I be prioritizing in my work this week?", "work", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
