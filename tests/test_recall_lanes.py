@@ -104,6 +104,8 @@ STANDING_IN_OTHER_WORDS = [
     "Please reply in Spanish from now on",
     "When you draft emails for me, sign them 'Cheers, Tom'.",
     "Friendly but not gushing, please.",
+    "Keep things warm and friendly when you talk to me.",
+    "I'm hard of hearing and rely on captions, so summarize audio in text",
     "Give me code in TypeScript unless I say otherwise.",
     "Warm is good but not cheesy. I hate over-the-top sentimental stuff",
     "写东西别太煽情",
@@ -953,6 +955,11 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("My upload speed is only about 8 Mbps on a good day.", "creator", "coding"),
         ("Suggest something to drink at the pub quiz tonight.", "food", "coding"),
         ("What should I be prioritizing in my work this week?", "work", "coding"),
+        # a child by a spelled age, a climber's fingers, a GPU, a streaming PC
+        ("Any ideas for a birthday present for my eleven-year-old?", "child", "coding"),
+        ("Give me a six-week fingerboard plan.", "sports", "food"),
+        ("My lab box has two RTX 4090s, 24GB each.", "gadgets", "pets"),
+        ("My streaming PC has an RTX 3060 and 16GB of RAM.", "creator", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1246,8 +1253,13 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         ("My husband has asthma", "My husband quit smoking"),
         ("I have a bad knee from skiing", "I no longer run, my knees can't take it"),
         ("My son is learning English at school.", "My daughter switched schools this year"),
-        # a word of a topic names the subject, not a thing: the son's football stands
+        # a word of a topic names the subject, not a thing: the son's football stands;
+        # nor does someone's name: a car that fits Noah's chair leaves Noah's condition
         ("儿子喜欢踢足球", "儿子转学了，现在在外国语学校读四年级"),
+        (
+            "Noah is 11, has Duchenne muscular dystrophy and uses a power chair.",
+            "Sold the Jazz. We've got a wheelchair-accessible Berlingo now so Noah's chair fits.",
+        ),
         # a stay somewhere is not a new home, nor learning a language the answers' language
         ("I live in Austin, TX", "We're in Paris now for a week"),
         ("Always answer in Chinese", "I'm learning English again"),

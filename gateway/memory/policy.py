@@ -1016,6 +1016,15 @@ _PRODUCT = re.compile(r"[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]")
 # lowercase words this long that no topic lists are mostly names of particular things
 # ("warfarin", "donepezil", "evernote"); shorter ones are everyday words
 _LONG_WORD = 6
+# someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
+# name ("my son Noah", "our dog Biscuit"); a change mentioning them ends nothing of theirs
+_PERSON = re.compile(
+    r"(?:^|[.!?;。！？；]\s*)([A-Z][a-z]+)(?:'s)? (?:is|has|was|had|turns|goes|loves|hates|"
+    r"can't|won't|just|and)\b"
+    r"|(?i:\b(?:my|our|his|her|their) (?:[a-z]+ )?(?:son|daughter|kid|child|wife|husband|"
+    r"partner|boyfriend|girlfriend|brother|sister|mum|mom|dad|father|mother|friend|dog|cat|"
+    r"puppy|kitten|grandson|granddaughter|nephew|niece) )([A-Z][a-z]+)"
+)
 
 
 def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
@@ -1024,17 +1033,19 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
     off donepezil" after "My wife takes donepezil"), a tool ("ChessBase我不用了" after "我用
     ChessBase 管理棋谱"), a vehicle ("sold the Silverado"). A word of a topic or slot names a
     subject, not a thing ("knee", "儿子", "coffee": a change of habit about the knee does not
-    end the bad knee); a Chinese word counts only as a noun of the older text, an English
-    one only as a name, a product code or a long word. The caller has checked that the
-    newer one ``says_change``."""
+    end the bad knee), nor does someone's name ("Sold the Jazz ... so Noah's chair fits"
+    leaves "Noah is 11 and uses a power chair"); a Chinese word counts only as a noun of
+    the older text, an English one only as a name, a product code or a long word. The
+    caller has checked that the newer one ``says_change``."""
     newer_words = set(tokens(newer))
     newer_folded = normalize(newer).lower()
     names = name_words(older).inside | name_words(newer).inside
+    people = {w.lower() for found in _PERSON.findall(older) for w in found if w}
     for word, tag in rjieba.tag(normalize(older)):
         if not (tag.startswith("n") or tag == "eng"):
             continue
         lowered = word.strip().lower()
-        if len(lowered) < 2 or lowered in STOPWORDS or not lowered.isalnum():
+        if len(lowered) < 2 or lowered in STOPWORDS or not lowered.isalnum() or lowered in people:
             continue
         if lowered.isascii():
             thing = lowered in names or bool(_PRODUCT.search(word)) or len(lowered) >= _LONG_WORD
