@@ -161,7 +161,8 @@ def relevant(
     other language (no shared words) is judged on its meaning and topics. A memory about
     other topics than the request's needs a closer meaning: a shared word, or a word with
     two senses across languages ("苹果手机" and apples in the garden), lifts the similarity
-    of texts about different things.
+    of texts about different things. A ``general`` request (how the world is, not the user)
+    is met only by a name both write.
     """
     bar = spec.relevance
     # in a project or a task the request's words describe the project or the work, not the
