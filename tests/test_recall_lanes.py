@@ -231,6 +231,8 @@ HEARING = [
         ("Changed my mind - keep it brief from now on, bullet points are fine", "length"),
         ("I'm a children's social worker in Bristol.", "job"),
         ("My editor wants the school-funding series filed by the end of next month.", None),
+        # ... but the user's own editor is the one they code in
+        ("My editor is Neovim", "editor"),
         # earbuds by a camera maker are no camera
         ("AirPods 丢了，现在用的是索尼 WF-1000XM5", None),
         ("I've got a Nissan Leaf", "car"),

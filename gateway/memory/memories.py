@@ -20,6 +20,7 @@ from gateway.memory.identity import Identity
 from gateway.memory.policy import (
     Policy,
     change_may_replace,
+    change_may_replace_named,
     change_names,
     change_subjects,
     derive_applies,
@@ -249,13 +250,17 @@ class Memories:
             if not older:
                 # a change naming the particular thing an older memory names ("took her off
                 # donepezil"), however far apart the rest of the two is worded
-                others = set(decision.topics) & policy.others_topics
                 older = [
                     n
                     for n in neighbours
-                    if n.memory.applies != "always"
-                    and policy.tier(n.memory.type) == policy.tier(memory_type)
-                    and others <= set(n.memory.topics)
+                    if change_may_replace_named(
+                        decision.topics,
+                        memory_type,
+                        n.memory.type,
+                        n.memory.applies,
+                        n.memory.topics,
+                        policy,
+                    )
                     and names_a_thing(content, n.memory.content, policy)
                 ]
             return [max(older, key=lambda n: n.similarity).memory] if older else []

@@ -35,7 +35,7 @@ from pydantic import (
 )
 
 from gateway import __version__
-from gateway.memory.textsearch import STOPWORDS, name_words, tokens
+from gateway.memory.textsearch import STOPWORDS, name_words, people, tokens
 
 __all__ = [
     "DETECTOR_NAMES",
@@ -69,6 +69,7 @@ __all__ = [
     "TopicSpec",
     "TypeSpec",
     "change_may_replace",
+    "change_may_replace_named",
     "change_names",
     "change_subjects",
     "default_policy_path",
@@ -968,7 +969,10 @@ def matches_any(rules: Sequence[RuleSpec], text: str) -> bool:
     """Whether one of ``rules`` matches the folded text (each tried only where its ``needs``
     are met)."""
     folded = normalize(text)
-    lowered = folded.lower()
+    return _matches_folded(rules, folded, folded.lower())
+
+
+def _matches_folded(rules: Sequence[RuleSpec], folded: str, lowered: str) -> bool:
     return any(rule.compiled.search(folded) for rule in rules if rule.tried_on(lowered))
 
 
@@ -1016,15 +1020,6 @@ _PRODUCT = re.compile(r"[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]")
 # lowercase words this long that no topic lists are mostly names of particular things
 # ("warfarin", "donepezil", "evernote"); shorter ones are everyday words
 _LONG_WORD = 6
-# someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
-# name ("my son Noah", "our dog Biscuit"); a change mentioning them ends nothing of theirs
-_PERSON = re.compile(
-    r"(?:^|[.!?;。！？；]\s*)([A-Z][a-z]+)(?:'s)? (?:is|has|was|had|turns|goes|loves|hates|"
-    r"can't|won't|just|and)\b"
-    r"|(?i:\b(?:my|our|his|her|their) (?:[a-z]+ )?(?:son|daughter|kid|child|wife|husband|"
-    r"partner|boyfriend|girlfriend|brother|sister|mum|mom|dad|father|mother|friend|dog|cat|"
-    r"puppy|kitten|grandson|granddaughter|nephew|niece) )([A-Z][a-z]+)"
-)
 
 
 def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
@@ -1040,12 +1035,17 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
     newer_words = set(tokens(newer))
     newer_folded = normalize(newer).lower()
     names = name_words(older).inside | name_words(newer).inside
-    people = {w.lower() for found in _PERSON.findall(older) for w in found if w}
+    named_people = people(older)
     for word, tag in rjieba.tag(normalize(older)):
         if not (tag.startswith("n") or tag == "eng"):
             continue
         lowered = word.strip().lower()
-        if len(lowered) < 2 or lowered in STOPWORDS or not lowered.isalnum() or lowered in people:
+        if (
+            len(lowered) < 2
+            or lowered in STOPWORDS
+            or not lowered.isalnum()
+            or lowered in named_people
+        ):
             continue
         if lowered.isascii():
             thing = lowered in names or bool(_PRODUCT.search(word)) or len(lowered) >= _LONG_WORD
@@ -1094,12 +1094,36 @@ def change_may_replace(
     )
 
 
+def change_may_replace_named(
+    topics: Sequence[str],
+    memory_type: str,
+    old_type: str,
+    old_applies: str | None,
+    old_topics: Sequence[str],
+    policy: Policy,
+) -> bool:
+    """Whether a change statement of ``topics`` and ``memory_type`` that names a thing an
+    older memory names (``names_a_thing``) may replace it: a topical one of the same tier,
+    about everyone the change is about (a change of someone else's ends only their facts),
+    whatever its slot or topics, a lasting one too (a medicine switched)."""
+    others = set(topics) & policy.others_topics
+    return (
+        old_applies != "always"
+        and policy.tier(old_type) == policy.tier(memory_type)
+        and others <= set(old_topics)
+    )
+
+
 def general_question(text: str, policy: Policy) -> bool:
     """Whether a request asks how the world is, not about the user (``GeneralQuestionsSpec``)."""
     spec = policy.recall.relevance.general_questions
     if not spec.asks:
         return False
-    return matches_any(spec.asks, text) and not matches_any(spec.about_the_user, text)
+    folded = normalize(text)  # once for both rule lists: this runs on every request
+    lowered = folded.lower()
+    return _matches_folded(spec.asks, folded, lowered) and not _matches_folded(
+        spec.about_the_user, folded, lowered
+    )
 
 
 def standing_by_words(text: str, policy: Policy) -> bool:

@@ -117,6 +117,23 @@ def name_words(text: str) -> Names:
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
 
 
+# Someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
+# name ("my son Noah", "our dog Biscuit").
+_PERSON = re.compile(
+    r"(?:^|[.!?;。！？；]\s*)([A-Z][a-z]+)(?:'s)? (?:is|has|was|had|turns|goes|loves|hates|"
+    r"can't|won't|just|and)\b"
+    r"|(?i:\b(?:my|our|his|her|their) (?:[a-z]+ )?(?:son|daughter|kid|child|wife|husband|"
+    r"partner|boyfriend|girlfriend|brother|sister|mum|mom|dad|father|mother|friend|dog|cat|"
+    r"puppy|kitten|grandson|granddaughter|nephew|niece) )([A-Z][a-z]+)"
+)
+
+
+def people(text: str) -> frozenset[str]:
+    """The names of people (and pets) a text speaks of, lowercased: "Noah is 11" and "my son
+    Noah" name Noah, "I use Evernote" names no one."""
+    return frozenset(w.lower() for found in _PERSON.findall(text) for w in found if w)
+
+
 def search_text(text: str) -> str:
     """Distinct content tokens, capped so a huge message cannot build a huge query."""
     return " ".join(list(dict.fromkeys(tokens(text[:4000])))[:_MAX_TOKENS])
