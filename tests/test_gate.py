@@ -248,6 +248,14 @@ HORIZONS = [
     ("next March we renovate the kitchen", "plan", datetime(2026, 4, 1, tzinfo=UTC)),
     ("buying a flat by June 2028", "goal", datetime(2028, 7, 1, tzinfo=UTC)),
     ("2028年3月前买房", "goal", datetime(2028, 4, 1, tzinfo=UTC)),
+    # a date ends when its day does; a range at its last day; a date past is next year's
+    ("report cards are due March 28", "plan", datetime(2025, 3, 29, tzinfo=UTC)),
+    ("in Chiang Mai from March 20 to March 27", "plan", datetime(2025, 3, 28, tzinfo=UTC)),
+    ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
+    ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
+    ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
+    # a band's name is no month: "五月天" (Mayday)
+    ("这周末去看五月天演唱会", "plan", NOW + 7 * DAY),
     # "may" the verb, a cycle, are no time
     ("this may sound silly but I want to learn to swim", "goal", NOW + 30 * DAY),
     ("三个周期以后再看", "plan", NOW + 14 * DAY),

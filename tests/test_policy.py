@@ -696,6 +696,19 @@ def test_a_slots_values_and_the_change_rules_are_checked(tmp_path: Path) -> None
     assert re.search(rf":{line}: changes\.patterns\[1\]\.regex: ", error_of(path))
 
 
+def test_a_slot_ends_on_a_change_only_other_slots_it_names() -> None:
+    overlay = "slots:\n  - name: job\n    keywords: [job]\n    change_ends: [shfit]\n"
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    assert "slots[0].change_ends[0]: not another slot: 'shfit'" in str(info.value)
+
+
+def test_a_day_is_read_only_with_a_named_month(tmp_path: Path) -> None:
+    old = "      named_month: true\n      examples: [the flat is ours from 1st of July"
+    path, line = variant(tmp_path, old, old.replace("named_month: true", "days: 1"))
+    assert line and re.search(r"horizons\.rules\[\d+\]\.regex: only a named_month", error_of(path))
+
+
 def test_only_a_one_valued_slot_names_its_values() -> None:
     overlay = (
         "slots:\n  - name: pets\n    values: many\n    keywords: [cat]\n"

@@ -1384,6 +1384,93 @@ def test_a_sentence_to_translate_is_not_what_the_user_asks_about(gateway: Gatewa
     assert me.injected(raw) == []
 
 
+def test_a_question_about_words_is_not_what_the_user_asks_about(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("女儿3岁了，正是猫嫌狗厌的年纪", type="profile")
+    assert me.injected(ask(me, "the early bird catches the worm 中文有对应的成语吗")) == []
+
+
+def test_a_pastime_reaches_a_request_for_something_to_do(gateway: Gateway) -> None:
+    me = User(gateway)
+    climbing = me.remember("最近迷上了抱石，一周去两次岩馆", type="profile")
+    paddling = me.remember("Got really into paddleboarding, out on the water whenever I can")
+    me.remember("I'm a morning person, up at 6", type="profile")
+    raw = ask(me, "What should I do this Saturday to unwind?")
+    assert sorted(me.injected(raw)) == sorted([climbing, paddling])
+    walker = User(gateway)
+    steps = walker.remember("trying to hit 10k steps a day", type="goal")
+    walker.remember("I'm a morning person, up at 6", type="profile")
+    assert walker.injected(ask(walker, "晚饭后干点啥好 不想一直躺着刷手机")) == [steps]
+    # cooking tonight is no free time
+    assert walker.injected(ask(walker, "今天晚饭做点什么比较健康？")) == []
+
+
+def test_a_job_left_ends_its_hours(gateway: Gateway) -> None:
+    me = User(gateway)
+    nights = me.remember("I work night shifts as an ICU nurse, usually 7pm to 7am", type="profile")
+    hobby = me.remember("I paint watercolours", type="profile")
+    office = me.remember(
+        "Left nursing! 现在在学校做行政，朝九晚五，终于能正常睡觉了", type="profile"
+    )
+    assert memory(me, nights)["status"] == "superseded"
+    assert memory(me, hobby)["status"] == "active"
+    assert me.injected(ask(me, "Help me plan a weekly meal-prep routine around my work hours")) == [
+        office
+    ]
+
+
+def test_a_job_stated_without_a_change_leaves_the_hours(gateway: Gateway) -> None:
+    me = User(gateway)
+    nights = me.remember("I work night shifts, 7pm to 7am", type="profile")
+    me.remember("I'm a nurse at St Mary's", type="profile")
+    assert memory(me, nights)["status"] == "active"
+
+
+def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
+    me = User(gateway)
+    hamster = me.remember("We've got a hamster called Nugget", type="profile")
+    kitten = me.remember(
+        "Nugget died last month, we adopted a rescue kitten called Miso", type="profile"
+    )
+    assert memory(me, hamster)["status"] == "superseded"
+    assert me.injected(ask(me, "这个月宠物用品大概要准备多少预算？")) == [kitten]
+
+
+@pytest.mark.parametrize(
+    ("fact", "asked"),
+    [
+        (
+            "We rent our flat and the lease says no drilling into the walls",
+            "走廊想挂一面很重的大镜子，怎么挂比较稳？",
+        ),
+        ("I'm pregnant, 5 months along", "最近腰好酸 有啥缓解的办法吗 按摩能做吗"),
+        (
+            "我的 work laptop 是 M2 MacBook Air，16GB 内存",
+            "Can I run a 7B model locally for my experiments?",
+        ),
+        (
+            "Switched over to GoLand last month",
+            "What's the shortcut to rename a symbol across the whole project?",
+        ),
+        (
+            "We switched energy supplier to Octopus in April",
+            "How do I submit a meter reading online?",
+        ),
+        (
+            "今年在攒首付 能省则省",
+            "dropped my phone n the screen's cracked, fix it or just get a new one?",
+        ),
+    ],
+)
+def test_a_fact_reaches_a_request_it_bears_on_in_other_words(
+    gateway: Gateway, fact: str, asked: str
+) -> None:
+    me = User(gateway)
+    kept = me.remember(fact, type="goal" if "攒" in fact else "profile")
+    me.remember("I support Arsenal", type="profile")
+    assert me.injected(ask(me, asked)) == [kept]
+
+
 def test_a_households_size_reaches_its_meals_and_its_car(gateway: Gateway) -> None:
     me = User(gateway)
     family = me.remember("we're a family of six, four kids all under 10", type="profile")

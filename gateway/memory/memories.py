@@ -218,7 +218,9 @@ class Memories:
     ) -> builtins.list[Memory]:
         """The active memories a new memory supersedes: in a one-valued slot every one of
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
-        unless the two state the same value; in a many-valued one only those saying nearly
+        unless the two state the same value, and when it says something changed, those of
+        the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its shifts);
+        in a many-valued one only those saying nearly
         the same thing. Without a slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
         tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
@@ -268,12 +270,17 @@ class Memories:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
+            if decision.says_change:
+                for ended in policy.slot(slot).change_ends:
+                    same += await self.store.find_memories(
+                        ident.tenant, ident.user, status="active", slot=ended
+                    )
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
-                and not policy.same_slot_value(slot, m.content, content)
+                and (m.slot != slot or not policy.same_slot_value(slot, m.content, content))
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity

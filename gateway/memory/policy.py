@@ -323,6 +323,10 @@ class SlotSpec(_Model):
     # newer memory replaces an older one only when the two do not name the same value, so
     # "I follow a raw vegan diet" and "I'm vegan, no honey either" both stand.
     options: dict[Name, RuleSpec] = {}
+    # A newer memory of this slot that says something changed ends the older ones of these
+    # slots too: leaving a job ends the hours of it ("Left nursing! 现在在学校做行政" ends "I work
+    # night shifts as an ICU nurse"). Without a change ("I work at Google") they stand.
+    change_ends: tuple[Name, ...] = ()
     examples: tuple[str, ...] = ()
     not_examples: tuple[str, ...] = ()
 
@@ -599,7 +603,9 @@ class HorizonRule(RuleSpec):
     (likewise for the calendar year), ``named_month`` (the end of the next month its
     ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one),
     ``month`` (the end of the next such month, for a holiday always in it: "国庆", 10).
-    Calendar ends are UTC's."""
+    A named month with a ``day`` group is a date ("due June 28", "6月28日"): it ends when
+    that day does. Calendar ends are UTC's. Every match counts and the latest end wins, so
+    "from June 20 to June 27" lasts until the 27th is over."""
 
     days: PositiveInt | None = None
     month_end: Literal[0, 1] | None = None
@@ -610,9 +616,10 @@ class HorizonRule(RuleSpec):
     def until(self, text: str, saved: datetime) -> datetime | None:
         """When a memory saved at ``saved`` whose text this rule matches ends (None: the
         rule does not match, or its count or month is not one it can read)."""
-        found = self.compiled.search(text)
-        if found is None:
-            return None
+        ends = [end for found in self.compiled.finditer(text) if (end := self._end(found, saved))]
+        return max(ends) if ends else None
+
+    def _end(self, found: re.Match[str], saved: datetime) -> datetime | None:
         if self.days is not None:
             n: float | None = 1
             groups = found.groupdict()
@@ -631,10 +638,26 @@ class HorizonRule(RuleSpec):
         if month is None or not 1 <= month <= 12:
             return None
         year = found.groupdict().get("year")
+        day = found.groupdict().get("day")
+        if day:
+            return _day_end(saved, int(year) if year else None, month, int(day))
         if year:  # "by June 2028", "2028年3月前": that year's month
             end = _month_end(int(year), month)
             return end if end > saved else None
         return _next_month_end(saved, month, found.group(0))
+
+
+def _day_end(saved: datetime, year: int | None, month: int, day: int) -> datetime | None:
+    """The end of a date: of ``year`` if given (None once past), else the next such day (a
+    date already past is next year's); None for a day the month does not have."""
+    for at in (year,) if year else (saved.year, saved.year + 1):
+        try:
+            end = datetime(at, month, day, tzinfo=UTC) + timedelta(days=1)
+        except ValueError:
+            return None
+        if end > saved:
+            return end
+    return None
 
 
 def _next_month_end(saved: datetime, month: int, said: str) -> datetime:
@@ -1612,6 +1635,10 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield from problems
         if slot.options and slot.values != "one":
             yield ("slots", i, "options"), "only a one-valued slot names its values"
+        names = {s.name for s in policy.slots}
+        for j, ended in enumerate(slot.change_ends):
+            if ended not in names or ended == slot.name:
+                yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
@@ -1691,6 +1718,8 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
         groups = rule.compiled.groupindex
         if rule.named_month and "month" not in groups:
             yield (*loc, "regex"), "a named_month rule needs a (?P<month>...) group"
+        elif "day" in groups and not rule.named_month:
+            yield (*loc, "regex"), "only a named_month rule reads a (?P<day>...) group"
         elif ("n" in groups or "m" in groups) and rule.days is None:
             yield (*loc, "regex"), "only a days rule counts (?P<n>...) or (?P<m>...)"
         else:
