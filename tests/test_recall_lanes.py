@@ -1471,6 +1471,41 @@ def test_a_fact_reaches_a_request_it_bears_on_in_other_words(
     assert me.injected(ask(me, asked)) == [kept]
 
 
+def test_a_move_into_a_new_home_ends_the_old_town(gateway: Gateway) -> None:
+    me = User(gateway)
+    old = me.remember("I live in Croydon, been here nearly thirty years", type="profile")
+    new = me.remember(
+        "We've finally moved into the bungalow in Whitstable, boxes everywhere!", type="profile"
+    )
+    assert memory(me, old)["status"] == "superseded"
+    assert me.injected(ask(me, "Are there any walking groups for retired folk near me?")) == [new]
+
+
+def test_eating_again_what_a_diet_left_out_ends_the_diet(gateway: Gateway) -> None:
+    me = User(gateway)
+    old = me.remember("我吃素好几年了，肉和鱼都不碰", type="profile")
+    new = me.remember("医生说我贫血得厉害，现在开始吃点鱼和瘦肉了", type="profile")
+    assert memory(me, old)["status"] == "superseded"
+    assert me.injected(ask(me, "帮我安排下礼拜的午饭，简单好做的")) == [new]
+
+
+def test_a_walk_or_a_journey_reaches_what_limits_the_user_on_the_way(gateway: Gateway) -> None:
+    me = User(gateway)
+    knee = me.remember(
+        "Arthritis in my left knee, steep downhill bits are the worst", type="profile"
+    )
+    rail = me.remember("I've got a Senior Railcard", type="profile")
+    me.remember("I collect old soul records", type="profile")
+    assert knee in me.injected(ask(me, "Plan a gentle day walk in the Lake District for me"))
+    assert rail in me.injected(
+        ask(me, "I want to go from Leeds to Bristol next month. How should I book it?")
+    )
+    # walking someone through something is no walk
+    assert (
+        me.injected(ask(me, "Can you walk me through how a mutex differs from a semaphore?")) == []
+    )
+
+
 def test_a_households_size_reaches_its_meals_and_its_car(gateway: Gateway) -> None:
     me = User(gateway)
     family = me.remember("we're a family of six, four kids all under 10", type="profile")
