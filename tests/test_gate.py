@@ -237,6 +237,10 @@ HORIZONS = [
     ("getting married in 3 months", "plan", NOW + 93 * DAY),
     ("三个月内减掉十斤", "goal", NOW + 93 * DAY),
     ("半年内考出证书", "goal", NOW + 183 * DAY),
+    # a count of years ahead: a goal that long stays that long
+    ("我们想五年内还清房贷，每个月多还两千", "goal", NOW + 5 * 365 * DAY),
+    ("pay off the car within two years", "goal", NOW + 2 * 365 * DAY),
+    ("我们在攒首付，这一年能省则省", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     ("I want to read 30 books this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     ("我在减肥，目标是年底前减到60公斤", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     ("打算明年春天带全家去新疆自驾", "plan", datetime(2027, 1, 1, tzinfo=UTC)),

@@ -23,6 +23,7 @@ from gateway.memory.policy import (
     Policy,
     PolicyError,
     default_policy_path,
+    derive_applies,
     derive_slot,
     is_one_time,
     load_policy,
@@ -707,6 +708,18 @@ def test_a_day_is_read_only_with_a_named_month(tmp_path: Path) -> None:
     old = "      named_month: true\n      examples: [the flat is ours from 1st of July"
     path, line = variant(tmp_path, old, old.replace("named_month: true", "days: 1"))
     assert line and re.search(r"horizons\.rules\[\d+\]\.regex: only a named_month", error_of(path))
+
+
+def test_an_overlay_may_keep_a_kind_of_need_topical() -> None:
+    text = "I use a wheelchair"
+    shipped = load_policy()
+    assert derive_applies(text, shipped, "accessibility", derive_slot(text, shipped), "global") == (
+        "always"
+    )
+    overlay = "applies:\n  relevant:\n    - regex: '(?i)wheelchair'\n"
+    kept = parse_policy(overlay, "overlay.yaml")
+    slot = derive_slot(text, kept)
+    assert derive_applies(text, kept, "accessibility", slot, "global") == "relevant"
 
 
 def test_only_a_one_valued_slot_names_its_values() -> None:

@@ -202,8 +202,8 @@ TOPICAL_WITH_THOSE_WORDS = [
 ]
 
 
-# the user's hearing, as a fact or as a declared access need: it matters to calls, films and
-# what one listens to, and a written answer does not meet it
+# the user's hearing, as a fact or as a declared access need: an access need like sight or
+# reading, it decides how any errand, call or purchase can be done
 HEARING = [
     ("I wear a hearing aid in my left ear", "profile"),
     ("I'm hard of hearing, phone calls are really tough for me", "accessibility"),
@@ -324,7 +324,7 @@ HEARING = [
         ("I retired the old laptop", None),
         ("我爸退休了", None),
         # what pairs with a phone says nothing of which phone it is
-        ("I wear Phonak hearing aids, they pair with my phone over Bluetooth", None),
+        ("I wear Phonak hearing aids, they pair with my phone over Bluetooth", "accessibility"),
         ("my phone's a Samsung Galaxy A14, daughter picked it", "phone"),
         # where the user lives, in more wordings; a role begun is the user's job, not a son's
         ("we just moved out west to Vancouver for my wife's new job", "location"),
@@ -394,15 +394,14 @@ def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_t
 
 
 @pytest.mark.parametrize(("text", "kind"), HEARING)
-def test_the_users_hearing_applies_when_relevant_whatever_its_type(
+def test_the_users_hearing_applies_always_whatever_its_type(
     policy: Policy, text: str, kind: str
 ) -> None:
-    from gateway.memory.policy import derive_slot, memory_topics
+    from gateway.memory.policy import derive_slot
 
     slot = derive_slot(text, policy, kind)
-    assert derive_applies(text, policy, kind, slot, "global") == "relevant"
-    assert "hearing" in memory_topics(text, policy, kind, slot)
-    # in a project or a task's scope it still shapes every request there
+    assert slot == "accessibility"
+    assert derive_applies(text, policy, kind, slot, "global") == "always"
     assert derive_applies(text, policy, kind, slot, "task:support") == "always"
 
 
@@ -424,17 +423,19 @@ def test_a_hearing_need_that_says_how_to_answer_applies_always(policy: Policy, t
     assert derive_applies(text, policy, "accessibility", slot, "global") == "always"
 
 
-def test_a_hearing_need_meets_a_call_and_a_film_not_a_menu(gateway: Gateway) -> None:
+def test_the_users_hearing_meets_every_request_someone_elses_only_a_call(gateway: Gateway) -> None:
     me = User(gateway)
-    hearing = me.remember("I'm hard of hearing, phone calls are a nightmare", type="accessibility")
+    hearing = me.remember("I wear a hearing aid, phone calls are a nightmare", type="profile")
     reading = me.remember("I'm dyslexic, short sentences please", type="accessibility")
-    assert sorted(me.injected(ask(me, "How do I get hold of the council about my bin?"))) == sorted(
-        [hearing, reading]
+    gran = me.remember("我奶奶耳朵背得厉害，打电话基本听不清", type="profile")
+    both = sorted([hearing, reading])
+    assert (
+        sorted(me.injected(ask(me, "My pension statement never arrived. How do I get a copy?")))
+        == both
     )
-    assert sorted(me.injected(ask(me, "Recommend a good thriller film for tonight"))) == sorted(
-        [hearing, reading]
-    )
-    assert me.injected(ask(me, "Plan a three-course Sunday lunch for ten")) == [reading]
+    assert sorted(me.injected(ask(me, "Plan a three-course Sunday lunch for ten"))) == both
+    raw = ask(me, "What's a good way to keep in touch with my gran? She lives two towns over.")
+    assert sorted(me.injected(raw)) == sorted([*both, gran])
 
 
 @pytest.mark.parametrize("text", STANDING_IN_OTHER_WORDS)

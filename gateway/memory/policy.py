@@ -507,9 +507,8 @@ class AppliesSpec(_Model):
     A memory is standing when its scope kind or its slot is listed or a pattern matches its
     words (a wish about answers: "我是聋人，回答请用简单的书面语" is about the answers' tone);
     otherwise, when one of ``relevant`` matches its words it applies when relevant, whatever
-    its type (a need that no written answer changes: "I wear a hearing aid" matters to a
-    phone call or a film, not to a recipe); otherwise it is standing when its type is
-    listed, and else it gets ``default``.
+    its type (the shipped rules list none; an operator may keep a kind of need topical);
+    otherwise it is standing when its type is listed, and else it gets ``default``.
     """
 
     default: Literal["always", "relevant"] = "relevant"
