@@ -1507,6 +1507,16 @@ def test_a_walk_or_a_journey_reaches_what_limits_the_user_on_the_way(gateway: Ga
     )
 
 
+def test_a_request_naming_who_it_is_about_leaves_the_others_out(gateway: Gateway) -> None:
+    me = User(gateway)
+    exams = me.remember("My daughter is sitting her GCSEs this year", type="profile")
+    dad = me.remember("My dad had a hip replacement last autumn", type="profile")
+    raw = ask(me, "Suggest a day walk in the Lake District we could do with my dad next month.")
+    assert me.injected(raw) == [dad]
+    # a day out that names no one is the whole family's
+    assert exams in me.injected(ask(me, "Suggest some activities for a family weekend"))
+
+
 def test_a_households_size_reaches_its_meals_and_its_car(gateway: Gateway) -> None:
     me = User(gateway)
     family = me.remember("we're a family of six, four kids all under 10", type="profile")

@@ -900,10 +900,17 @@ class Policy(_Model):
 
     def topics_reaching(self, request_topics: list[str]) -> frozenset[str]:
         """Memory topics that matter to a request about ``request_topics``: the same ones,
-        and those that reach one of them."""
+        and those that reach one of them. A request that names who it is about ("a day walk
+        with my dad") is not about anyone else: another person's topic reaches it only by
+        being named too (a son's exams are nothing to that walk, though a child's facts
+        matter to a day out)."""
         wanted = set(request_topics)
+        named = wanted & self.others_topics
         return frozenset(
-            t.name for t in self.topics if t.name in wanted or wanted.intersection(t.reaches)
+            t.name
+            for t in self.topics
+            if t.name in wanted
+            or (wanted.intersection(t.reaches) and not (named and t.others))
         )
 
     @cached_property
