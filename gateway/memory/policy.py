@@ -902,15 +902,18 @@ class Policy(_Model):
         """Memory topics that matter to a request about ``request_topics``: the same ones,
         and those that reach one of them. A request that names who it is about ("a day walk
         with my dad") is not about anyone else: another person's topic reaches it only by
-        being named too (a son's exams are nothing to that walk, though a child's facts
-        matter to a day out)."""
+        being named too, or by reaching one named (a grown child's are a child's): a son's
+        exams are nothing to that walk, though a child's facts matter to a day out."""
         wanted = set(request_topics)
         named = wanted & self.others_topics
         return frozenset(
             t.name
             for t in self.topics
             if t.name in wanted
-            or (wanted.intersection(t.reaches) and not (named and t.others))
+            or (
+                wanted.intersection(t.reaches)
+                and not (named and t.others and not named.intersection(t.reaches))
+            )
         )
 
     @cached_property
