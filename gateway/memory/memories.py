@@ -219,9 +219,9 @@ class Memories:
         """The active memories a new memory supersedes: in a one-valued slot every one of
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
         unless the two state the same value, and when it says something changed, those of
-        the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its shifts);
-        in a many-valued one only those saying nearly
-        the same thing. Without a slot, a topical memory that says something changed
+        the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its
+        shifts); in a many-valued one only those saying nearly the same thing. Without a
+        slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
         tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
         most similar one naming the particular thing it names (``names_a_thing``: "took her

@@ -1621,6 +1621,7 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             if not rule.compiled.search(example):
                 yield ("one_time", "patterns", i, "examples", j), "the regex does not match it"
     seen: set[str] = set()
+    slot_names = {s.name for s in policy.slots}
     for i, slot in enumerate(policy.slots):
         if slot.name in seen:
             yield ("slots", i, "name"), f"slot {slot.name!r} is declared twice"
@@ -1644,9 +1645,8 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield from problems
         if slot.options and slot.values != "one":
             yield ("slots", i, "options"), "only a one-valued slot names its values"
-        names = {s.name for s in policy.slots}
         for j, ended in enumerate(slot.change_ends):
-            if ended not in names or ended == slot.name:
+            if ended not in slot_names or ended == slot.name:
                 yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
