@@ -1438,36 +1438,41 @@ def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fact", "asked"),
+    ("fact", "kind", "asked"),
     [
         (
             "We rent our flat and the lease says no drilling into the walls",
+            "profile",
             "走廊想挂一面很重的大镜子，怎么挂比较稳？",
         ),
-        ("I'm pregnant, 5 months along", "最近腰好酸 有啥缓解的办法吗 按摩能做吗"),
+        ("I'm pregnant, 5 months along", "profile", "最近腰好酸 有啥缓解的办法吗 按摩能做吗"),
         (
             "我的 work laptop 是 M2 MacBook Air，16GB 内存",
+            "profile",
             "Can I run a 7B model locally for my experiments?",
         ),
         (
             "Switched over to GoLand last month",
+            "profile",
             "What's the shortcut to rename a symbol across the whole project?",
         ),
         (
             "We switched energy supplier to Octopus in April",
+            "profile",
             "How do I submit a meter reading online?",
         ),
         (
             "今年在攒首付 能省则省",
+            "goal",
             "dropped my phone n the screen's cracked, fix it or just get a new one?",
         ),
     ],
 )
 def test_a_fact_reaches_a_request_it_bears_on_in_other_words(
-    gateway: Gateway, fact: str, asked: str
+    gateway: Gateway, fact: str, kind: str, asked: str
 ) -> None:
     me = User(gateway)
-    kept = me.remember(fact, type="goal" if "攒" in fact else "profile")
+    kept = me.remember(fact, type=kind)
     me.remember("I support Arsenal", type="profile")
     assert me.injected(ask(me, asked)) == [kept]
 
