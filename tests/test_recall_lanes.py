@@ -161,6 +161,11 @@ STANDING_IN_OTHER_WORDS = [
     "Don't over-explain things to me. Senior dev, skip the basics.",
     "Whenever you cite anything, use APA 7th edition, with DOIs where available.",
     "Use British spelling throughout. I'm a UK solicitor, American spellings drive me up the wall",
+    # asked for in a third language
+    "Contéstame en español por favor, es mi primer idioma.",
+    "Réponds-moi toujours en français, s'il te plaît",
+    "Antworte mir bitte auf Deutsch",
+    "日本語で答えてください",
 ]
 TOPICAL_WITH_THOSE_WORDS = [
     "My son is dyslexic",
@@ -191,6 +196,8 @@ TOPICAL_WITH_THOSE_WORDS = [
     "I prefer buying milk in gallons",
     "我喜欢用升降桌",
     "I prefer to go back to Spanish lessons in autumn",
+    "Mi hija habla en inglés con sus amigos",
+    "Mi madre me escribe en español",
     "I keep dates like birthdays in a notebook",
     "The figures in euros were higher than I expected",
     "I got an answer with no explanation from my bank",
@@ -1435,6 +1442,41 @@ def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
     )
     assert memory(me, hamster)["status"] == "superseded"
     assert me.injected(ask(me, "这个月宠物用品大概要准备多少预算？")) == [kitten]
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Our dog Biscuit is 14 and has bad arthritis", "We had to put Biscuit down on Friday"),
+        ("My grandmother Rose lives in Leeds, I visit monthly", "Sadly Rose passed away in May"),
+        ("我家旺财十三岁了，后腿没劲，上下楼得抱着", "旺财上个月死了"),
+    ],
+)
+def test_the_end_of_someone_named_ends_what_was_said_of_them(
+    gateway: Gateway, older: str, newer: str
+) -> None:
+    me = User(gateway)
+    before = me.remember(older, type="profile")
+    me.remember(newer, type="profile")
+    assert memory(me, before)["status"] == "superseded"
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Our dog Biscuit is 14 and has bad arthritis", "Lost Biscuit's lead at the park again"),
+        (
+            "Our dog Biscuit is 14 and has bad arthritis",
+            "Put Biscuit in the car and went to the beach",
+        ),
+        ("My daughter Mia is 7 and loves drawing", "Mia's hamster died last week"),
+    ],
+)
+def test_a_name_in_a_change_is_no_end_of_them(gateway: Gateway, older: str, newer: str) -> None:
+    me = User(gateway)
+    before = me.remember(older, type="profile")
+    me.remember(newer, type="profile")
+    assert memory(me, before)["status"] == "active"
 
 
 @pytest.mark.parametrize(

@@ -402,3 +402,40 @@ def test_a_nickname_both_write_links_a_memory_to_the_request(policy: Policy) -> 
     assert first_failure(
         mei, policy, LIFE, NOW, words, name_words("送同事什么礼物好？").inside
     ) == ("threshold")
+
+
+@pytest.mark.parametrize(
+    ("text", "sure", "weak"),
+    [
+        ("孙女朵朵最近迷上了小马宝莉", {"朵朵"}, set()),  # after a relative
+        ("我家狗狗叫壮壮", {"壮壮"}, set()),  # a pet's name
+        ("朵朵下礼拜满六岁", set(), {"朵朵"}),  # anywhere else: a weaker sign
+        ("妈妈天天说我，慢慢来好好学", set(), set()),  # kin and everyday words
+        ("宝宝刚刚睡着，看看再说", set(), set()),
+    ],
+)
+def test_doubled_characters_are_childrens_and_pets_names(
+    text: str, sure: set[str], weak: set[str]
+) -> None:
+    """A doubled character is how Chinese names a child or a pet, unless it is a word."""
+    from gateway.memory.textsearch import name_words
+
+    names = name_words(text)
+    assert names.inside >= sure and not (names.inside - sure - {"小马"})
+    assert names.opening == weak
+
+
+def test_a_doubled_name_links_a_grandchild_to_her_birthday(policy: Policy) -> None:
+    """ "朵朵下礼拜满六岁" reaches "孙女朵朵迷上了小马宝莉" by the name both write, where the
+    meanings are not unrelated; the same memory is not reached without the name."""
+    from gateway.memory.textsearch import name_words
+
+    pony = topical("孙女朵朵最近迷上了小马宝莉，天天看", 0.3, vector=0.29)
+    pony.memory.topics = ["child"]
+    pony.off_topic, pony.text = True, 2.0
+    asked = name_words("朵朵下礼拜满六岁，帮我写几句生日卡上的话")
+    words = frozenset({"朵朵", "生日卡"})
+    assert first_failure(pony, policy, LIFE, NOW, words, asked.inside, asked.opening) is None
+    assert pony.shared_name
+    pony.shared_name = False
+    assert first_failure(pony, policy, LIFE, NOW, words) == "threshold"

@@ -284,6 +284,11 @@ class ChangesSpec(_Model):
     # slots whose value a change of habit may still end, as it ends a memory in no slot: a
     # way of eating gives way to a change for the user's health ("啤酒也戒了" after "我不挑食")
     ends_slots: tuple[Name, ...] = ()
+    # Someone's end, naming them in a ``who`` group ("Biscuit died last week", "we had to put
+    # Biscuit down", "外婆去年去世了"): such a change ends an older memory naming them, which
+    # a name alone never does ("Sold the Jazz so Noah's chair fits" leaves Noah's chair).
+    # The name must be one the older memory writes as someone's (``someone_ended``).
+    ends_someone: tuple[RuleSpec, ...] = ()
     not_examples: tuple[str, ...] = ()
 
 
@@ -1034,8 +1039,10 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
 
 
 def says_change(text: str, policy: Policy) -> bool:
-    """Whether the text says that something about the user changed (``ChangesSpec``)."""
-    return matches_any(policy.changes.patterns, text)
+    """Whether the text says that something about the user changed (``ChangesSpec``),
+    someone's end included."""
+    changes = policy.changes
+    return matches_any(changes.patterns, text) or matches_any(changes.ends_someone, text)
 
 
 def change_names(newer: str, older: str) -> bool:
@@ -1063,7 +1070,10 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
     end the bad knee), nor does someone's name ("Sold the Jazz ... so Noah's chair fits"
     leaves "Noah is 11 and uses a power chair"); a Chinese word counts only as a noun of
     the older text, an English one only as a name, a product code or a long word. The
-    caller has checked that the newer one ``says_change``."""
+    caller has checked that the newer one ``says_change``. Someone's name counts only
+    where the newer one says their end (``someone_ended``: "Biscuit died last week")."""
+    if someone_ended(newer, older, policy):
+        return True
     newer_words = set(tokens(newer))
     newer_folded = normalize(newer).lower()
     names = name_words(older).inside | name_words(newer).inside
@@ -1089,6 +1099,25 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
             continue
         return True
     return False
+
+
+def someone_ended(newer: str, older: str, policy: Policy) -> bool:
+    """Whether a newer memory says the end of someone the older one writes of
+    (``ChangesSpec.ends_someone``): a name in Latin letters the older one writes as a
+    person's or a pet's ("our dog Biscuit", "Rose lives in Leeds"), a Chinese one it
+    holds ("我家旺财十三岁了")."""
+    folded = normalize(newer)
+    ended = {
+        found.group("who")
+        for rule in policy.changes.ends_someone
+        for found in rule.compiled.finditer(folded)
+        if found.group("who")
+    }
+    if not ended:
+        return False
+    older_folded = normalize(older)
+    written = people(older_folded) | name_words(older_folded).inside
+    return any(who.lower() in written if who.isascii() else who in older_folded for who in ended)
 
 
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:
@@ -1662,6 +1691,11 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         problems = list(_check_rule(rule, ("changes", "patterns", i)))
         changes_ok = changes_ok and not any(loc[-1] == "regex" for loc, _ in problems)
         yield from problems
+    for i, rule in enumerate(policy.changes.ends_someone):
+        problems = list(_check_rule(rule, ("changes", "ends_someone", i)))
+        yield from problems
+        if not problems and "who" not in rule.compiled.groupindex:
+            yield ("changes", "ends_someone", i, "regex"), "name whose end it says: (?P<who>...)"
     general = policy.recall.relevance.general_questions
     loc = ("recall", "relevance", "general_questions")
     general_ok = True

@@ -93,6 +93,38 @@ def _nicknames(text: str) -> set[str]:
     return found
 
 
+# A doubled character is a child's or a pet's name ("朵朵", "乐乐", "壮壮") where it is no
+# everyday word: kin, adverbs, a verb tried once ("看看"), a sound. Written after a relative
+# or a pet ("孙女朵朵", "我家狗狗叫壮壮") it is one for sure; anywhere else it is a weaker sign,
+# as a capitalised word opening an English sentence is.
+_DOUBLED = re.compile(r"([\u4e00-\u9fff])\1")
+_KIN_BEFORE = re.compile(
+    r"(?:孙女|孙子|外孙女|外孙|儿子|女儿|闺女|孩子|宝宝|侄子|侄女|外甥女|外甥|老大|老二|小儿子|小女儿|"
+    r"大儿子|大女儿|狗狗|猫猫|小狗|小猫|狗|猫|叫|名叫|小名|乳名)$"
+)
+_DOUBLED_WORDS = frozenset(
+    "妈妈 爸爸 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 姥姥 姥爷 婆婆 公公 叔叔 伯伯 舅舅 姑姑 婶婶 太太 "
+    "宝宝 娃娃 狗狗 猫猫 虫虫 天天 年年 月月 日日 夜夜 时时 刻刻 人人 家家 处处 个个 样样 次次 "
+    "刚刚 常常 渐渐 往往 仅仅 偏偏 纷纷 默默 匆匆 悄悄 轻轻 静静 微微 淡淡 深深 紧紧 久久 区区 "
+    "慢慢 好好 快快 早早 多多 稍稍 略略 白白 明明 实实 满满 大大 小小 高高 长长 远远 暖暖 "
+    "看看 试试 想想 说说 聊聊 走走 听听 问问 等等 谢谢 拜拜 哈哈 呵呵 嘻嘻 嘿嘿 嗯嗯 哦哦 啦啦 "
+    "咚咚 滴滴 叮叮 哗哗 星星 猩猩 蛐蛐 蝈蝈 饽饽 乖乖 平平 安安 头头 点点 丁丁 溜溜 嘟嘟 "
+    "层层 步步 声声 句句 字字 件件 条条 张张 本本 块块 片片 滚滚 团团 绵绵 蒙蒙 哒哒".split()
+)
+
+
+def _doubled(text: str) -> tuple[set[str], set[str]]:
+    """Doubled-character names: those after a relative or a pet, and the rest."""
+    sure: set[str] = set()
+    weak: set[str] = set()
+    for m in _DOUBLED.finditer(text):
+        name = m.group()
+        if name in _DOUBLED_WORDS:
+            continue
+        (sure if _KIN_BEFORE.search(text, 0, m.start()) else weak).add(name)
+    return sure, weak - sure
+
+
 class Names(NamedTuple):
     """The capitalised words of a text: ``inside`` a sentence (names: "Leo", "Toronto") and
     ``opening`` one and nowhere else ("Leo has a book report", but also "Write" or "Help")."""
@@ -103,12 +135,17 @@ class Names(NamedTuple):
 
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
-    gives them (and not all in capitals); Chinese nicknames count as names inside a
-    sentence. "Python" in a question is a name, "ball python" in a memory is not, so a name
+    gives them (and not all in capitals); Chinese nicknames, and doubled characters after
+    a relative or a pet, count as names inside a sentence, other doubled characters as
+    names opening one. "Python" in a question is a name, "ball python" in a memory is not, so a name
     links two texts only where both write it as one; a memory's sentences often open with
     one ("Lily has a nut allergy"), so there both kinds count."""
-    inside: set[str] = _nicknames(text) if not text.isascii() else set()
+    inside: set[str] = set()
     opening: set[str] = set()
+    if not text.isascii():
+        sure, weak = _doubled(text)
+        inside = _nicknames(text) | sure
+        opening = weak
     for sentence in _SENTENCES.split(text):
         for i, word in enumerate(_WORD.findall(sentence)):
             word = word.removesuffix("'s").removesuffix("’s")
