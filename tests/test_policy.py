@@ -829,6 +829,17 @@ def test_a_change_ends_only_slots_the_policy_names() -> None:
         parse_policy("changes:\n  ends_slots: [dieet]\n", "overlay.yaml")
 
 
+def test_a_things_names_and_someones_end_are_checked() -> None:
+    overlay = "changes:\n  same_things: [[aspirin], [Aspirin, 阿司匹林]]\n"
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    assert "changes.same_things[0]: a thing needs two names or more" in str(info.value)
+    assert "changes.same_things[1][0]: 'Aspirin' names another thing too" in str(info.value)
+    overlay = "changes:\n  ends_someone:\n    - regex: '([A-Z][a-z]+) died'\n"
+    with pytest.raises(PolicyError, match=r"changes\.ends_someone\[0\]\.regex: name whose end"):
+        parse_policy(overlay, "overlay.yaml")
+
+
 def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
     from gateway.memory.policy import derive_slot, memory_topics
 

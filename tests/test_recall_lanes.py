@@ -1168,6 +1168,18 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("我在吃舍曲林，每天一片", "医生把舍曲林给我停了，换成了艾司西酞普兰", "global"),
+        # ... named in the other language
+        (
+            "我每天晚上吃一片阿司匹林，心内科医生让吃的",
+            "Cardiologist took me off the aspirin, I'm not on it anymore",
+            "global",
+        ),
+        (
+            "腰疼犯了我就吃布洛芬",
+            "Doctor took me off ibuprofen, it was wrecking my stomach",
+            "global",
+        ),
+        ("I wear contact lenses every day", "隐形眼镜不戴了，上个月做了近视手术", "global"),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
             "我用 ChessBase 管理自己的棋谱数据库",
@@ -1256,6 +1268,8 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         ("I have a cat named Mochi", "Quit the gym, I do yoga at home these days"),
         # a standing wish changes through its slot only
         ("Always answer in English", "I no longer drink coffee after lunch"),
+        # a thing's name is a whole word: a statin is not statistics
+        ("I take a statin for my cholesterol", "I stopped reading statistics books at night"),
         # the language of code comments is not the language of answers
         ("Please answer in Chinese", "代码注释用英文写"),
         # a change of behaviour does not end a condition, nor another person's facts

@@ -289,7 +289,28 @@ class ChangesSpec(_Model):
     # a name alone never does ("Sold the Jazz so Noah's chair fits" leaves Noah's chair).
     # The name must be one the older memory writes as someone's (``someone_ended``).
     ends_someone: tuple[RuleSpec, ...] = ()
+    # One thing's names in several languages (a medicine: "aspirin", "阿司匹林"): a change
+    # naming it in one ends an older memory naming it in another ("Cardiologist took me off
+    # the aspirin" after "我每天晚上吃一片阿司匹林"), as the same name does (``names_a_thing``).
+    same_things: tuple[tuple[NonEmpty, ...], ...] = ()
     not_examples: tuple[str, ...] = ()
+
+    @cached_property
+    def _things(self) -> tuple[re.Pattern[str], ...]:
+        # each thing's names as one regex; a Latin name as a whole word ("statin" is not in
+        # "statistics")
+        return tuple(
+            re.compile("|".join(_keyword_regex(name.lower()) for name in group))
+            for group in self.same_things
+        )
+
+    def same_thing_named(self, older: str, newer_folded: str) -> bool:
+        """Whether both texts name one of ``same_things``, in either language (``newer``
+        already normalized and lower-cased)."""
+        older_folded = normalize(older).lower()
+        return any(
+            thing.search(older_folded) and thing.search(newer_folded) for thing in self._things
+        )
 
 
 def _keyword_regex(keyword: str) -> str:
@@ -1069,13 +1090,16 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
     subject, not a thing ("knee", "儿子", "coffee": a change of habit about the knee does not
     end the bad knee), nor does someone's name ("Sold the Jazz ... so Noah's chair fits"
     leaves "Noah is 11 and uses a power chair"); a Chinese word counts only as a noun of
-    the older text, an English one only as a name, a product code or a long word. The
-    caller has checked that the newer one ``says_change``. Someone's name counts only
-    where the newer one says their end (``someone_ended``: "Biscuit died last week")."""
+    the older text, an English one only as a name, a product code or a long word; either
+    may be named in another language (``ChangesSpec.same_things``). The caller has checked
+    that the newer one ``says_change``. Someone's name counts only where the newer one
+    says their end (``someone_ended``: "Biscuit died last week")."""
     if someone_ended(newer, older, policy):
         return True
-    newer_words = set(tokens(newer))
     newer_folded = normalize(newer).lower()
+    if policy.changes.same_thing_named(older, newer_folded):
+        return True
+    newer_words = set(tokens(newer))
     names = name_words(older).inside | name_words(newer).inside
     named_people = people(older)
     for word, tag in rjieba.tag(normalize(older)):
@@ -1691,6 +1715,14 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         problems = list(_check_rule(rule, ("changes", "patterns", i)))
         changes_ok = changes_ok and not any(loc[-1] == "regex" for loc, _ in problems)
         yield from problems
+    named: set[str] = set()
+    for i, group in enumerate(policy.changes.same_things):
+        if len(group) < 2:
+            yield ("changes", "same_things", i), "a thing needs two names or more"
+        for j, name in enumerate(group):
+            if name.lower() in named:
+                yield ("changes", "same_things", i, j), f"{name!r} names another thing too"
+            named.add(name.lower())
     for i, rule in enumerate(policy.changes.ends_someone):
         problems = list(_check_rule(rule, ("changes", "ends_someone", i)))
         yield from problems
