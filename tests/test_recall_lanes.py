@@ -161,6 +161,8 @@ STANDING_IN_OTHER_WORDS = [
     "Don't over-explain things to me. Senior dev, skip the basics.",
     "Whenever you cite anything, use APA 7th edition, with DOIs where available.",
     "Use British spelling throughout. I'm a UK solicitor, American spellings drive me up the wall",
+    "别写太长，代码配一两句说明就够了",
+    "Don't write too much, a line or two with the code is enough",
     # asked for in a third language
     "Contéstame en español por favor, es mi primer idioma.",
     "Réponds-moi toujours en français, s'il te plaît",
@@ -198,6 +200,8 @@ TOPICAL_WITH_THOSE_WORDS = [
     "I prefer to go back to Spanish lessons in autumn",
     "Mi hija habla en inglés con sus amigos",
     "Mi madre me escribe en español",
+    "我不想写太长的日记",
+    "这事儿一两句说不清",
     "I keep dates like birthdays in a notebook",
     "The figures in euros were higher than I expected",
     "I got an answer with no explanation from my bank",
