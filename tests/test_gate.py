@@ -241,6 +241,16 @@ HORIZONS = [
     ("我们想五年内还清房贷，每个月多还两千", "goal", NOW + 5 * 365 * DAY),
     ("pay off the car within two years", "goal", NOW + 2 * 365 * DAY),
     ("我们在攒首付，这一年能省则省", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    # days left
+    ("雅思还有三天就考了，紧张死", "plan", NOW + 3 * DAY),
+    ("two days to go until the move", "plan", NOW + 2 * DAY),
+    # a goal for the long run lasts two years
+    (
+        "Long-term I want my English good enough to work as a nurse in the UK",
+        "goal",
+        NOW + 730 * DAY,
+    ),
+    ("长远来看想自己开家咖啡店", "goal", NOW + 730 * DAY),
     ("I want to read 30 books this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     ("我在减肥，目标是年底前减到60公斤", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     ("打算明年春天带全家去新疆自驾", "plan", datetime(2027, 1, 1, tzinfo=UTC)),

@@ -1445,6 +1445,21 @@ def test_a_job_left_ends_its_hours(gateway: Gateway) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("held", "wished"),
+    [
+        ("我在一家银行做风控，朝九晚六", "想转行做产品经理，正在准备作品集"),
+        ("I'm a barista at a café in Leeds", "Long-term I want to work as a nurse in the UK"),
+        ("I use VS Code for everything", "I want to learn vim properly this year"),
+    ],
+)
+def test_a_goal_wished_for_ends_nothing_held(gateway: Gateway, held: str, wished: str) -> None:
+    me = User(gateway)
+    now = me.remember(held, type="profile")
+    me.remember(wished, type="goal")
+    assert memory(me, now)["status"] == "active"
+
+
 def test_a_job_stated_without_a_change_leaves_the_hours(gateway: Gateway) -> None:
     me = User(gateway)
     nights = me.remember("I work night shifts, 7pm to 7am", type="profile")
