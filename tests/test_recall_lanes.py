@@ -1172,6 +1172,22 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("我在吃舍曲林，每天一片", "医生把舍曲林给我停了，换成了艾司西酞普兰", "global"),
+        # a job landed, a promotion, full-time for oneself
+        (
+            "我在一家4A广告公司做文案",
+            "I quit the agency. Full-time freelance copywriter now",
+            "global",
+        ),
+        (
+            "I'm a deputy head at a primary school",
+            "Got the head teacher job at Lincoln Primary",
+            "global",
+        ),
+        (
+            "I work as a barista while I study",
+            "拿到 offer 了！在一家金融科技公司做初级前端",
+            "global",
+        ),
         # ... named in the other language
         (
             "我每天晚上吃一片阿司匹林，心内科医生让吃的",
