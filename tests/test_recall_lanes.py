@@ -1179,7 +1179,7 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         (
-            "I'm a deputy head at a primary school",
+            "I'm a maths teacher at a primary school",
             "Got the head teacher job at Lincoln Primary",
             "global",
         ),
