@@ -1172,6 +1172,13 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("我在吃舍曲林，每天一片", "医生把舍曲林给我停了，换成了艾司西酞普兰", "global"),
+        # no car any more
+        ("I drive a Honda Civic, mostly for commuting", "车卖了，现在去哪儿都骑自行车", "global"),
+        (
+            "我开的是一辆2015年的本田飞度",
+            "We sold our car last month, we cycle everywhere now",
+            "global",
+        ),
         # a job landed, a promotion, full-time for oneself
         (
             "我在一家4A广告公司做文案",
