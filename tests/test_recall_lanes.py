@@ -1506,6 +1506,7 @@ def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
         ("Our dog Biscuit is 14 and has bad arthritis", "We had to put Biscuit down on Friday"),
         ("My grandmother Rose lives in Leeds, I visit monthly", "Sadly Rose passed away in May"),
         ("我家旺财十三岁了，后腿没劲，上下楼得抱着", "旺财上个月死了"),
+        ("我们家养了只仓鼠，叫豆豆", "豆豆去年冬天走了。现在家里养的是一只柯基，叫土豆"),
     ],
 )
 def test_the_end_of_someone_named_ends_what_was_said_of_them(
@@ -1526,6 +1527,8 @@ def test_the_end_of_someone_named_ends_what_was_said_of_them(
             "Put Biscuit in the car and went to the beach",
         ),
         ("My daughter Mia is 7 and loves drawing", "Mia's hamster died last week"),
+        # left, not died: "走了" told with no time before it
+        ("我妈妈住在杭州，每个月去看她", "妈妈昨天走了，回老家住几天"),
     ],
 )
 def test_a_name_in_a_change_is_no_end_of_them(gateway: Gateway, older: str, newer: str) -> None:
