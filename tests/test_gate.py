@@ -244,6 +244,14 @@ HORIZONS = [
     # days left
     ("雅思还有三天就考了，紧张死", "plan", NOW + 3 * DAY),
     ("two days to go until the move", "plan", NOW + 2 * DAY),
+    # a goal that takes a year or more by its kind
+    (
+        "Saving for a house deposit, keeping fun spending under $400 a month",
+        "goal",
+        NOW + 365 * DAY,
+    ),
+    ("想专门给女儿攒大学的钱", "goal", NOW + 365 * DAY),
+    ("我在备考 CPA，还剩审计和税法两科没过", "goal", NOW + 365 * DAY),
     # a goal for the long run lasts two years
     (
         "Long-term I want my English good enough to work as a nurse in the UK",
