@@ -240,7 +240,7 @@ HORIZONS = [
     # a count of years ahead: a goal that long stays that long
     ("我们想五年内还清房贷，每个月多还两千", "goal", NOW + 5 * 365 * DAY),
     ("pay off the car within two years", "goal", NOW + 2 * 365 * DAY),
-    ("我们在攒首付，这一年能省则省", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("我们在存钱，这一年能省则省", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
     # days left
     ("雅思还有三天就考了，紧张死", "plan", NOW + 3 * DAY),
     ("two days to go until the move", "plan", NOW + 2 * DAY),
