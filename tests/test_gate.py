@@ -252,6 +252,11 @@ HORIZONS = [
     ),
     ("想专门给女儿攒大学的钱", "goal", NOW + 365 * DAY),
     ("我在备考 CPA，还剩审计和税法两科没过", "goal", NOW + 365 * DAY),
+    (
+        "Booked a dark-sky trip to Namibia for the second half of August",
+        "plan",
+        datetime(2025, 9, 1, tzinfo=UTC),
+    ),
     # a goal for the long run lasts two years
     (
         "Long-term I want my English good enough to work as a nurse in the UK",

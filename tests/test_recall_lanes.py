@@ -161,6 +161,7 @@ STANDING_IN_OTHER_WORDS = [
     "Don't over-explain things to me. Senior dev, skip the basics.",
     "Whenever you cite anything, use APA 7th edition, with DOIs where available.",
     "Use British spelling throughout. I'm a UK solicitor, American spellings drive me up the wall",
+    "Write TypeScript for me, never plain JS",
     "别写太长，代码配一两句说明就够了",
     "Don't write too much, a line or two with the code is enough",
     # asked for in a third language
@@ -200,6 +201,8 @@ TOPICAL_WITH_THOSE_WORDS = [
     "I prefer to go back to Spanish lessons in autumn",
     "Mi hija habla en inglés con sus amigos",
     "Mi madre me escribe en español",
+    "I mostly write Python",
+    "I'm a full-time wheelchair user",
     "我不想写太长的日记",
     "这事儿一两句说不清",
     "I keep dates like birthdays in a notebook",
@@ -345,8 +348,8 @@ HEARING = [
         ("started last month as QA Lead at a fintech startup in Hyderabad", "job"),
         ("My son started last month as an intern at Google", None),
         ("开的是一台2015年的捷达", "car"),
-        # yarn to knit with is no package manager
-        ("i run a small yarn shop on shopify", None),
+        # yarn to knit with is no package manager: the shop is the user's work
+        ("i run a small yarn shop on shopify", "job"),
         ("I use yarn for package management", "package_manager"),
     ],
 )
@@ -1177,6 +1180,11 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         (
             "我开的是一辆2015年的本田飞度",
             "We sold our car last month, we cycle everywhere now",
+            "global",
+        ),
+        (
+            "I'm a risk analyst at a bank",
+            "Quit the bank! I run my own bubble tea shop now",
             "global",
         ),
         # a job landed, a promotion, full-time for oneself
