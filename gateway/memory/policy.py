@@ -305,8 +305,8 @@ class ChangesSpec(_Model):
         )
 
     def same_thing_named(self, older: str, newer_folded: str) -> bool:
-        """Whether both texts name one of ``same_things``, in either language (``newer``
-        already normalized and lower-cased)."""
+        """Whether both texts name one of ``same_things``, in either language
+        (``newer_folded``: the newer text already normalized and lower-cased)."""
         older_folded = normalize(older).lower()
         return any(
             thing.search(older_folded) and thing.search(newer_folded) for thing in self._things

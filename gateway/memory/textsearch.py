@@ -135,11 +135,11 @@ class Names(NamedTuple):
 
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
-    gives them (and not all in capitals); Chinese nicknames, and doubled characters after
-    a relative or a pet, count as names inside a sentence, other doubled characters as
-    names opening one. "Python" in a question is a name, "ball python" in a memory is not, so a name
-    links two texts only where both write it as one; a memory's sentences often open with
-    one ("Lily has a nut allergy"), so there both kinds count."""
+    gives them (and not all in capitals). Chinese nicknames, and doubled characters after a
+    relative or a pet, count as names inside a sentence; other doubled characters as names
+    opening one. "Python" in a question is a name, "ball python" in a memory is not, so a
+    name links two texts only where both write it as one; a memory's sentences often open
+    with one ("Lily has a nut allergy"), so there both kinds count."""
     inside: set[str] = set()
     opening: set[str] = set()
     if not text.isascii():
