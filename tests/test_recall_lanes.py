@@ -162,6 +162,7 @@ STANDING_IN_OTHER_WORDS = [
     "Whenever you cite anything, use APA 7th edition, with DOIs where available.",
     "Use British spelling throughout. I'm a UK solicitor, American spellings drive me up the wall",
     "Write TypeScript for me, never plain JS",
+    "My little scripts are all Python, keep it that way — I don't know any other language",
     "别写太长，代码配一两句说明就够了",
     "Don't write too much, a line or two with the code is enough",
     # asked for in a third language
@@ -203,6 +204,7 @@ TOPICAL_WITH_THOSE_WORDS = [
     "Mi madre me escribe en español",
     "I mostly write Python",
     "I'm a full-time wheelchair user",
+    "I'm doing some volunteer work for Oxfam",
     "我不想写太长的日记",
     "这事儿一两句说不清",
     "I keep dates like birthdays in a notebook",
@@ -1187,6 +1189,12 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "Quit the bank! I run my own bubble tea shop now",
             "global",
         ),
+        (
+            "I'm a bus driver for the council",
+            "Packed in the buses, doing courier work for DPD now",
+            "global",
+        ),
+        ("I'm based in London, Hackney", "上个月从伦敦搬回广州了，终于能天天喝早茶", "global"),
         # a job landed, a promotion, full-time for oneself
         (
             "我在一家4A广告公司做文案",
