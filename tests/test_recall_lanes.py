@@ -1484,21 +1484,6 @@ def test_a_job_left_ends_its_hours(gateway: Gateway) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("held", "wished"),
-    [
-        ("我在一家银行做风控，朝九晚六", "想转行做产品经理，正在准备作品集"),
-        ("I'm a barista at a café in Leeds", "Long-term I want to work as a nurse in the UK"),
-        ("I use VS Code for everything", "I want to learn vim properly this year"),
-    ],
-)
-def test_a_goal_wished_for_ends_nothing_held(gateway: Gateway, held: str, wished: str) -> None:
-    me = User(gateway)
-    now = me.remember(held, type="profile")
-    me.remember(wished, type="goal")
-    assert memory(me, now)["status"] == "active"
-
-
 def test_a_job_stated_without_a_change_leaves_the_hours(gateway: Gateway) -> None:
     me = User(gateway)
     nights = me.remember("I work night shifts, 7pm to 7am", type="profile")
@@ -1517,41 +1502,32 @@ def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
 
 
 @pytest.mark.parametrize(
-    ("older", "newer"),
+    ("older", "newer", "kind", "ends"),
     [
-        ("Our dog Biscuit is 14 and has bad arthritis", "We had to put Biscuit down on Friday"),
-        ("My grandmother Rose lives in Leeds, I visit monthly", "Sadly Rose passed away in May"),
-        ("我家旺财十三岁了，后腿没劲，上下楼得抱着", "旺财上个月死了"),
-        ("我们家养了只仓鼠，叫豆豆", "豆豆去年冬天走了。现在家里养的是一只柯基，叫土豆"),
+        # someone's end, said with their name, ends what was said of them
+        ("Our dog Biscuit is 14, bad arthritis", "We had to put Biscuit down", "profile", True),
+        ("My grandmother Rose lives in Leeds", "Sadly Rose passed away in May", "profile", True),
+        ("我家旺财十三岁了，后腿没劲，上下楼得抱着", "旺财上个月死了", "profile", True),
+        ("我们家养了只仓鼠，叫豆豆", "豆豆去年冬天走了。现在家里养的是一只柯基", "profile", True),
+        # a name in another change is no end of them
+        ("Our dog Biscuit is 14, bad arthritis", "Lost Biscuit's lead again", "profile", False),
+        ("Our dog Biscuit is 14", "Put Biscuit in the car and went to the beach", "profile", False),
+        ("My daughter Mia is 7", "Mia's hamster died last week", "profile", False),
+        # left, not died: "走了" told with no time before it
+        ("我妈妈住在杭州，每个月去看她", "妈妈昨天走了，回老家住几天", "profile", False),
+        # a goal is a job or an editor wished for, not one held
+        ("我在一家银行做风控，朝九晚六", "想转行做产品经理，正在准备作品集", "goal", False),
+        ("I'm a barista in Leeds", "Long-term I want to work as a nurse in the UK", "goal", False),
+        ("I use VS Code for everything", "I want to learn vim properly this year", "goal", False),
     ],
 )
-def test_the_end_of_someone_named_ends_what_was_said_of_them(
-    gateway: Gateway, older: str, newer: str
+def test_what_a_later_memory_ends(
+    gateway: Gateway, older: str, newer: str, kind: str, ends: bool
 ) -> None:
     me = User(gateway)
     before = me.remember(older, type="profile")
-    me.remember(newer, type="profile")
-    assert memory(me, before)["status"] == "superseded"
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
-        ("Our dog Biscuit is 14 and has bad arthritis", "Lost Biscuit's lead at the park again"),
-        (
-            "Our dog Biscuit is 14 and has bad arthritis",
-            "Put Biscuit in the car and went to the beach",
-        ),
-        ("My daughter Mia is 7 and loves drawing", "Mia's hamster died last week"),
-        # left, not died: "走了" told with no time before it
-        ("我妈妈住在杭州，每个月去看她", "妈妈昨天走了，回老家住几天"),
-    ],
-)
-def test_a_name_in_a_change_is_no_end_of_them(gateway: Gateway, older: str, newer: str) -> None:
-    me = User(gateway)
-    before = me.remember(older, type="profile")
-    me.remember(newer, type="profile")
-    assert memory(me, before)["status"] == "active"
+    me.remember(newer, type=kind)
+    assert memory(me, before)["status"] == ("superseded" if ends else "active")
 
 
 @pytest.mark.parametrize(
