@@ -257,6 +257,8 @@ HORIZONS = [
         "plan",
         datetime(2025, 9, 1, tzinfo=UTC),
     ),
+    # "down the road" is a place, not a time
+    ("Trying the new Thai place down the road this Friday", "plan", NOW + 7 * DAY),
     # a goal for the long run lasts two years
     (
         "Long-term I want my English good enough to work as a nurse in the UK",

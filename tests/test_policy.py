@@ -835,6 +835,9 @@ def test_a_things_names_and_someones_end_are_checked() -> None:
         parse_policy(overlay, "overlay.yaml")
     assert "changes.same_things[0]: a thing needs two names or more" in str(info.value)
     assert "changes.same_things[1][0]: 'Aspirin' names another thing too" in str(info.value)
+    overlay = "changes:\n  ends_someone:\n    - regex: '(?P<who>[A-Z'\n"
+    with pytest.raises(PolicyError, match=r"changes\.ends_someone\[0\]\.regex: "):
+        parse_policy(overlay, "overlay.yaml")
     overlay = "changes:\n  ends_someone:\n    - regex: '([A-Z][a-z]+) died'\n"
     with pytest.raises(PolicyError, match=r"changes\.ends_someone\[0\]\.regex: name whose end"):
         parse_policy(overlay, "overlay.yaml")

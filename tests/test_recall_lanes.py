@@ -206,6 +206,10 @@ TOPICAL_WITH_THOSE_WORDS = [
     "I'm a full-time wheelchair user",
     "I'm doing some volunteer work for Oxfam",
     "我不想写太长的日记",
+    "Ma fille parle en anglais avec ses amis",
+    "I don't write that much these days since the baby",
+    "老板一句话就可以让我加班到半夜",
+    "I listen to Taylor Swift and nothing else",
     "这事儿一两句说不清",
     "I keep dates like birthdays in a notebook",
     "The figures in euros were higher than I expected",
@@ -352,6 +356,11 @@ HEARING = [
         ("开的是一台2015年的捷达", "car"),
         # yarn to knit with is no package manager: the shop is the user's work
         ("i run a small yarn shop on shopify", "job"),
+        # a car seat, a babysitter wanted, a bookcase carried home, unpaid work
+        ("We don't have a car seat for the baby yet", None),
+        ("I'm looking for a part-time babysitter for Tuesdays", None),
+        ("周末去了趟宜家，从宜家搬回一个书架", None),
+        ("I'm doing some pro bono work for Oxfam", None),
         ("I use yarn for package management", "package_manager"),
     ],
 )
@@ -1222,7 +1231,7 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "Doctor took me off ibuprofen, it was wrecking my stomach",
             "global",
         ),
-        ("I wear contact lenses every day", "隐形眼镜不戴了，上个月做了近视手术", "global"),
+        ("我睡前吃褪黑素，半片就够", "I stopped taking melatonin, sleeping fine now", "global"),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
             "我用 ChessBase 管理自己的棋谱数据库",
@@ -1311,8 +1320,6 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         ("I have a cat named Mochi", "Quit the gym, I do yoga at home these days"),
         # a standing wish changes through its slot only
         ("Always answer in English", "I no longer drink coffee after lunch"),
-        # a thing's name is a whole word: a statin is not statistics
-        ("I take a statin for my cholesterol", "I stopped reading statistics books at night"),
         # the language of code comments is not the language of answers
         ("Please answer in Chinese", "代码注释用英文写"),
         # a change of behaviour does not end a condition, nor another person's facts
@@ -1513,6 +1520,9 @@ def test_a_pet_that_died_is_no_longer_the_users(gateway: Gateway) -> None:
         ("Our dog Biscuit is 14, bad arthritis", "Lost Biscuit's lead again", "profile", False),
         ("Our dog Biscuit is 14", "Put Biscuit in the car and went to the beach", "profile", False),
         ("My daughter Mia is 7", "Mia's hamster died last week", "profile", False),
+        ("My son Leo is 10", "Leo passed the 11+ with flying colours!", "profile", False),
+        ("My son Noah is 3", "I put Noah to sleep at 7:30 every night now", "profile", False),
+        ("我的爸爸今年七十岁，住在老家", "同事的爸爸去世了", "profile", False),
         # left, not died: "走了" told with no time before it
         ("我妈妈住在杭州，每个月去看她", "妈妈昨天走了，回老家住几天", "profile", False),
         # a goal is a job or an editor wished for, not one held

@@ -1725,6 +1725,7 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             named.add(name.lower())
     for i, rule in enumerate(policy.changes.ends_someone):
         problems = list(_check_rule(rule, ("changes", "ends_someone", i)))
+        changes_ok = changes_ok and not any(loc[-1] == "regex" for loc, _ in problems)
         yield from problems
         if not problems and "who" not in rule.compiled.groupindex:
             yield ("changes", "ends_someone", i, "regex"), "name whose end it says: (?P<who>...)"
