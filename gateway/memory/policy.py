@@ -287,7 +287,7 @@ class ChangesSpec(_Model):
     # Someone's end, naming them in a ``who`` group ("Biscuit died last week", "we had to put
     # Biscuit down", "外婆去年去世了"): such a change ends an older memory naming them, which
     # a name alone never does ("Sold the Jazz so Noah's chair fits" leaves Noah's chair).
-    # The name must be one the older memory writes as someone's (``someone_ended``).
+    # The older memory must write the name as someone's (``someone_ended``).
     ends_someone: tuple[RuleSpec, ...] = ()
     # One thing's names in several languages (a medicine: "aspirin", "阿司匹林"): a change
     # naming it in one ends an older memory naming it in another ("Cardiologist took me off
@@ -304,13 +304,10 @@ class ChangesSpec(_Model):
             for group in self.same_things
         )
 
-    def same_thing_named(self, older: str, newer_folded: str) -> bool:
-        """Whether both texts name one of ``same_things``, in either language
-        (``newer_folded``: the newer text already normalized and lower-cased)."""
-        older_folded = normalize(older).lower()
-        return any(
-            thing.search(older_folded) and thing.search(newer_folded) for thing in self._things
-        )
+    def same_thing_named(self, older: str, newer: str) -> bool:
+        """Whether both texts (already normalized and lower-cased) name one of
+        ``same_things``, in either language."""
+        return any(thing.search(older) and thing.search(newer) for thing in self._things)
 
 
 def _keyword_regex(keyword: str) -> str:
@@ -1092,17 +1089,18 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
     leaves "Noah is 11 and uses a power chair"); a Chinese word counts only as a noun of
     the older text, an English one only as a name, a product code or a long word; either
     may be named in another language (``ChangesSpec.same_things``). The caller has checked
-    that the newer one ``says_change``. Someone's name counts only where the newer one
-    says their end (``someone_ended``: "Biscuit died last week")."""
-    if someone_ended(newer, older, policy):
+    that the newer one ``says_change``. A person's or a pet's name (``people``) counts only
+    where the newer one says their end (``someone_ended``: "Biscuit died last week")."""
+    newer_n, older_n = normalize(newer), normalize(older)
+    if someone_ended(newer_n, older_n, policy):
         return True
-    newer_folded = normalize(newer).lower()
-    if policy.changes.same_thing_named(older, newer_folded):
+    newer_folded = newer_n.lower()
+    if policy.changes.same_thing_named(older_n.lower(), newer_folded):
         return True
     newer_words = set(tokens(newer))
     names = name_words(older).inside | name_words(newer).inside
     named_people = people(older)
-    for word, tag in rjieba.tag(normalize(older)):
+    for word, tag in rjieba.tag(older_n):
         if not (tag.startswith("n") or tag == "eng"):
             continue
         lowered = word.strip().lower()
@@ -1127,21 +1125,19 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
 
 def someone_ended(newer: str, older: str, policy: Policy) -> bool:
     """Whether a newer memory says the end of someone the older one writes of
-    (``ChangesSpec.ends_someone``): a name in Latin letters the older one writes as a
-    person's or a pet's ("our dog Biscuit", "Rose lives in Leeds"), a Chinese one it
-    holds ("我家旺财十三岁了")."""
-    folded = normalize(newer)
+    (``ChangesSpec.ends_someone``): a name in Latin letters the older one writes as
+    someone's or inside a sentence ("our dog Biscuit", "my grandmother Rose"), a Chinese
+    one it holds ("我家旺财十三岁了"). Both texts already ``normalize``d."""
     ended = {
         found.group("who")
         for rule in policy.changes.ends_someone
-        for found in rule.compiled.finditer(folded)
+        for found in rule.compiled.finditer(newer)
         if found.group("who")
     }
     if not ended:
         return False
-    older_folded = normalize(older)
-    written = people(older_folded) | name_words(older_folded).inside
-    return any(who.lower() in written if who.isascii() else who in older_folded for who in ended)
+    written = people(older) | name_words(older).inside
+    return any(who.lower() in written if who.isascii() else who in older for who in ended)
 
 
 def change_subjects(topics: Sequence[str], policy: Policy) -> frozenset[str]:

@@ -12,6 +12,7 @@ default stopwords with other terms (``@f:(and | in | units)`` takes the server d
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 import rjieba  # type: ignore[import-not-found]
@@ -136,6 +137,10 @@ class Names(NamedTuple):
     opening: frozenset[str]
 
 
+# Recall reads the names of each candidate memory on every request that names someone, and
+# the same memories come back request after request: their names are read once. The result
+# is immutable, so sharing it is safe.
+@lru_cache(maxsize=8192)
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
     gives them (and not all in capitals). Chinese nicknames, and doubled characters after a
