@@ -310,6 +310,32 @@ def test_a_goal_or_plan_lasts_as_long_as_the_time_it_names(
     assert decide(content, **fields).expires_at == until
 
 
+@pytest.mark.parametrize(
+    ("content", "memory_type", "until"),
+    [
+        # a wish said for a span from now lapses with it
+        ("接下来三天都在赶稿，回复越短越好", "format", NOW + 3 * DAY),
+        ("for the next two weeks answer me in English", "preference", NOW + 14 * DAY),
+        ("这几天回复短一点", "preference", NOW + 4 * DAY),
+        ("这周忙，回答简短点", "format", NOW + 7 * DAY),
+        ("keep it brief this week, I'm swamped", "format", NOW + 7 * DAY),
+        # a standing rule naming a time is no span: it lasts until changed
+        ("Always reply to clients within 2 days", "preference", None),
+        ("周报放近7天的数据", "format", None),
+        ("周报一律按“本周进展 / 风险 / 下周计划”三段写", "format", None),
+        ('Start every status update with "This week:"', "format", None),
+        ("I love Christmas music", "preference", None),
+        ("我周五不上班，那天别提醒我工作", "preference", None),
+        ("Keep answers short", "format", None),
+    ],
+)
+def test_a_wish_said_for_a_span_lasts_as_long(
+    content: str, memory_type: str, until: datetime | None
+) -> None:
+    decision = decide(content, type=memory_type)
+    assert decision.allowed and decision.expires_at == until
+
+
 def test_a_time_already_past_gives_the_type_lifetime() -> None:
     """A horizon read as ending before the memory is saved never refuses or expires it."""
     late = datetime(2025, 12, 31, 23, 0, tzinfo=UTC)

@@ -333,6 +333,19 @@ def test_a_horizon_rule_ends_one_way(tmp_path: Path) -> None:
     )
 
 
+def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
+    old = "      month: 10\n"
+    path, line = variant(tmp_path, old, "      month: 10\n      spell: true\n")
+    assert re.search(
+        rf":{line + 1}: horizons\.rules\[\d+\]\.spell: a span is counted", error_of(path)
+    )
+    old = "  spell_types: [preference, format]\n"
+    path, line = variant(tmp_path, old, "  spell_types: [preference, goal, wish]\n")
+    error = error_of(path)
+    assert re.search(rf":{line}: horizons\.spell_types\[1\]: goal already ends", error)
+    assert re.search(rf":{line}: horizons\.spell_types\[2\]: unknown memory type", error)
+
+
 def test_a_general_questions_examples_are_checked(tmp_path: Path) -> None:
     old = '      examples: ["Why do dogs wag their tails?", 中国古代的婚礼有哪些主要的礼仪和习俗？]'
     path, line = variant(tmp_path, old, '      examples: ["Why does my dog wag his tail?"]')
@@ -675,9 +688,9 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
 
 def test_a_slot_does_not_match_its_not_examples(tmp_path: Path) -> None:
     old = (
-        "    not_examples: [Moved to JetBrains Rider as my main editor, I have moved to an iPhone]"
+        "    not_examples: [Moved to JetBrains Rider as my main editor, I have moved to an iPhone,"
     )
-    path, line = variant(tmp_path, old, "    not_examples: [I live in Berlin]")
+    path, line = variant(tmp_path, old, "    not_examples: [I live in Berlin,")
     at = [slot.name for slot in load_policy().slots].index("location")
     assert f"{path}:{line}: slots[{at}].not_examples[0]: slot 'location' matches it" in (
         error_of(path)

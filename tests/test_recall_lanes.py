@@ -412,6 +412,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("帮我做个表格，对比一下三种手机套餐的月租和流量。", "food"),
         ("Explain the difference between active and passive bass pickups", "vehicles"),
         ("I'm a type 2 person, I like structure", "health"),
+        # gig work is no concert, a function band no code, a sea bass no instrument
+        ("I do gig work for Deliveroo in the evenings", "music"),
+        ("We booked a function band for the wedding", "coding"),
+        ("Caught a sea bass off the pier", "music"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -988,6 +992,22 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Give me a six-week fingerboard plan.", "sports", "food"),
         ("My lab box has two RTX 4090s, 24GB each.", "gadgets", "pets"),
         ("My streaming PC has an RTX 3060 and 16GB of RAM.", "creator", "coding"),
+        # a caravan, a bass, bike parts, drawing apps, a late snack, a dose, a game by name
+        ("我们的房车是两铺位的小车，没有卫生间", "travel", "food"),
+        ("What should we look for in a site for the caravan?", "vehicles", "coding"),
+        ("I play 5-string bass, mostly session and function gigs", "music", "coding"),
+        ("链条磨损得厉害，该换哪个型号？", "fitness", "food"),
+        ("How do I set up a custom brush for inky line work?", "crafts", "coding"),
+        ("饿了，推荐个宿舍能做的夜宵", "food", "coding"),
+        ("I take lisinopril 10mg every morning", "health", "coding"),
+        ("原神我已经卸载了，彻底不玩了", "games", "coding"),
+        ("Ideas for a week in Wales with the grandkids?", "travel", "coding"),
+        ("帮我挑几款适合老人用的餐具", "parent", "coding"),
+        ("A client wants a fourth round of changes on the artwork", "business", "coding"),
+        ("I got an offer for a summer internship off campus", "study", "food"),
+        ("我家小的11个月了，晚上还要喝夜奶", "child", "coding"),
+        ("What should I be getting done this week?", "agenda", "coding"),
+        ("我的帐篷是两人的，睡袋是零下五度的", "travel", "food"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(

@@ -346,6 +346,11 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     leo.vector = policy.recall.relevance.shared_terms_min_similarity - 0.01
     assert first_failure(leo, policy, LIFE, NOW, words, frozenset(), lead) == "threshold"
     assert not leo.shared_name
+    # someone's, opening a sentence, is someone: a name like one inside a sentence
+    owned = name_words("Leo's birthday is coming up. Gift ideas under £30?")
+    assert owned.inside == {"leo"} and owned.opening == {"gift"}
+    assert first_failure(leo, policy, LIFE, NOW, words, owned.inside) is None
+    assert leo.shared_name
     # ... but a word opening both texts says nothing ("Write", "Help" open many)
     hiking = topical("Hiking in the Alps is what I love most", 0.3, vector=0.1)
     hiking.memory.topics = ["outings"]

@@ -111,13 +111,16 @@ def check_write(
             reasons.add("invalid")
         else:
             expires_at = draft.expires_at.astimezone(UTC)
-    elif type_spec is not None and type_spec.ttl is not None:
+    elif type_spec is not None:
         # a goal or plan lasts as long as the time it names ("tomorrow", "明年"), else its
-        # type's lifetime
+        # type's lifetime; a wish said for a span ("接下来三天回复短一点") as long as the span
         ends = policy.horizons.until(content, draft.type, now.astimezone(UTC))
-        expires_at = (
-            ends if ends is not None and ends > now else (now + type_spec.ttl).astimezone(UTC)
-        )
+        if type_spec.ttl is not None:
+            expires_at = (
+                ends if ends is not None and ends > now else (now + type_spec.ttl).astimezone(UTC)
+            )
+        elif ends is not None and ends > now:
+            expires_at = ends
 
     slot = draft.slot
     if slot is not None and not _SLOT.fullmatch(slot):

@@ -630,6 +630,9 @@ class HorizonRule(RuleSpec):
     "from June 20 to June 27" lasts until the 27th is over."""
 
     days: PositiveInt | None = None
+    # a span counted from when it was said ("for the next three days", "接下来两周"): a
+    # wish of any type said for it lapses with it (``HorizonsSpec.spell_types``)
+    spell: bool = False
     month_end: Literal[0, 1] | None = None
     year_end: Literal[0, 1] | None = None
     named_month: bool = False
@@ -697,15 +700,26 @@ class HorizonsSpec(_Model):
 
     types: tuple[Name, ...]
     rules: tuple[HorizonRule, ...]
+    # types that last until changed, unless said for a span of time: "接下来三天都在赶稿，
+    # 回复越短越好" is a wish for three days, "keep answers short" one for good
+    spell_types: tuple[Name, ...] = ()
     not_examples: tuple[str, ...] = ()
 
     def until(self, text: str, memory_type: str, saved: datetime) -> datetime | None:
         """When a memory of ``memory_type`` saved at ``saved`` ends by the horizon its
-        ``text`` names (None: its type's default applies)."""
-        if memory_type not in self.types or not text:
+        ``text`` names (None: its type's default applies, or for a type of ``spell_types``,
+        it lasts until changed). A date or a month names when a plan happens, so it ends
+        only the types of ``types``; a span (``HorizonRule.spell``) ends either."""
+        if not text:
+            return None
+        if memory_type in self.types:
+            rules = self.rules
+        elif memory_type in self.spell_types:
+            rules = tuple(rule for rule in self.rules if rule.spell)
+        else:
             return None
         folded = normalize(text)
-        ends = [end for rule in self.rules if (end := rule.until(folded, saved)) is not None]
+        ends = [end for rule in rules if (end := rule.until(folded, saved)) is not None]
         return max(ends) if ends else None
 
 
@@ -1775,6 +1789,11 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield ("horizons", "types", i), f"unknown memory type {name!r}"
         elif policy.types[name].tier != "time_limited":
             yield ("horizons", "types", i), f"only time_limited types expire ({name})"
+    for i, name in enumerate(spec.spell_types):
+        if name not in policy.types:
+            yield ("horizons", "spell_types", i), f"unknown memory type {name!r}"
+        elif name in spec.types:
+            yield ("horizons", "spell_types", i), f"{name} already ends by every rule"
     saved = datetime(2026, 1, 15, tzinfo=UTC)
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)
@@ -1794,6 +1813,8 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield (*loc, "regex"), "only a named_month rule reads a (?P<day>...) group"
         elif ("n" in groups or "m" in groups) and rule.days is None:
             yield (*loc, "regex"), "only a days rule counts (?P<n>...) or (?P<m>...)"
+        elif rule.spell and rule.days is None:
+            yield (*loc, "spell"), "a span is counted in days"
         else:
             for j, example in enumerate(rule.examples):
                 if rule.until(normalize(example), saved) is None:

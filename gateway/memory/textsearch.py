@@ -143,11 +143,12 @@ class Names(NamedTuple):
 @lru_cache(maxsize=8192)
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
-    gives them (and not all in capitals). Chinese nicknames, and doubled characters after a
-    relative or a pet, count as names inside a sentence; other doubled characters as names
-    opening one. "Python" in a question is a name, "ball python" in a memory is not, so a
-    name links two texts only where both write it as one; a memory's sentences often open
-    with one ("Lily has a nut allergy"), so there both kinds count."""
+    gives them (and not all in capitals). A word opening a sentence as someone's ("Theo's
+    birthday is coming up") counts as one inside it. Chinese nicknames, and doubled
+    characters after a relative or a pet, count as names inside a sentence; other doubled
+    characters as names opening one. "Python" in a question is a name, "ball python" in a
+    memory is not, so a name links two texts only where both write it as one; a memory's
+    sentences often open with one ("Lily has a nut allergy"), so there both kinds count."""
     inside: set[str] = set()
     opening: set[str] = set()
     if not text.isascii():
@@ -155,10 +156,11 @@ def name_words(text: str) -> Names:
         inside = _nicknames(text) | sure
         opening = weak
     for sentence in _SENTENCES.split(text):
-        for i, word in enumerate(_WORD.findall(sentence)):
-            word = word.removesuffix("'s").removesuffix("’s")
+        for i, raw in enumerate(_WORD.findall(sentence)):
+            word = raw.removesuffix("'s").removesuffix("’s")
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
-                (opening if i == 0 else inside).add(word.lower())
+                # someone's, opening a sentence, is someone: "Theo's birthday is coming up"
+                (opening if i == 0 and word == raw else inside).add(word.lower())
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
 
 
