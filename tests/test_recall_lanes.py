@@ -416,6 +416,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I do gig work for Deliveroo in the evenings", "music"),
         ("We booked a function band for the wedding", "coding"),
         ("Caught a sea bass off the pier", "music"),
+        ("Fix the race condition in the worker", "fitness"),
+        ("The herd mentality in markets worries me", "livestock"),
+        ("我快三十岁了", "child"),
+        ("看见拖拉机就走不动道", "mobility"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1008,6 +1012,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我家小的11个月了，晚上还要喝夜奶", "child", "coding"),
         ("What should I be getting done this week?", "agenda", "coding"),
         ("我的帐篷是两人的，睡袋是零下五度的", "travel", "food"),
+        # farm animals, a race trained for, a small child's age, rest stops, a pregnancy
+        ("今年夏天特别旱，草场不够吃了，怎么办？", "livestock", "coding"),
+        ("What's the best way to keep chickens cool in a heatwave?", "livestock", "coding"),
+        ("After the June race I'm building toward Berlin in September", "fitness", "coding"),
+        ("我们家乐乐七月满四岁", "child", "coding"),
+        ("Any rest areas on I-40 with a patch of grass?", "transport", "coding"),
+        ("我怀二胎五个月了", "pregnancy", "coding"),
+        ("戒烟三个月了，一根都没碰过", "health", "coding"),
+        ("Help me plan my marking for next week", "work", "coding"),
+        ("My starter has barely risen for three days", "food", "coding"),
+        ("这周末想在上海看个展", "arts", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
