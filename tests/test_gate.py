@@ -425,6 +425,16 @@ def test_time_comes_only_from_the_argument() -> None:
         ("我的中文老师叫我多用中文写日记", None),
         ("算了还是短点吧，太长了我根本看不完", "length"),
         ("scratch the CR-V - we picked up a used Model Y last weekend", "car"),
+        # a post begun, a field worked in, a transfer, a full-time trade; an IDE by name
+        ("Started my lectureship at UCL in January", "job"),
+        ("I work in child protection for the county council", "job"),
+        ("我已经调到医院做医务社工了", "job"),
+        ("我转岗做产品经理了，现在负责增长方向", "job"),
+        ("我是全职笔译，主要接法律合同", "job"),
+        ("My wife started her new job", None),
+        ("我写代码一直用 RStudio", "editor"),
+        # pets named after keys are no indentation
+        ("家里两只猫，一只叫 Tab 一只叫 Space", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -420,6 +420,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("The herd mentality in markets worries me", "livestock"),
         ("我快三十岁了", "child"),
         ("看见拖拉机就走不动道", "mobility"),
+        ("What's the best way to repair rust holes in the floor pan?", "coding"),
+        ("What's the plot of the film about?", "garden"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1023,6 +1025,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Help me plan my marking for next week", "work", "coding"),
         ("My starter has barely risen for three days", "food", "coding"),
         ("这周末想在上海看个展", "arts", "coding"),
+        # insulin, a sensor, a plot, a welder, a typhoon, a patch covered, a client's visit
+        ("Endo switched me to a different basal insulin", "health", "coding"),
+        ("How do I get my CGM readings on my lock screen?", "health", "food"),
+        ("Which fruit bushes would do well on my plot?", "garden", "coding"),
+        ("My workshop has a two-post lift and a MIG welder", "crafts", "coding"),
+        ("台风要来了，明天跑单要注意点啥？", "place", "coding"),
+        ("I cover the Tottenham patch for adult social care", "work", "coding"),
+        ("Help me plan my work week, what should I tackle first?", "agenda", "coding"),
+        ("Should I rent or buy a suit for the wedding?", "clothing", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
