@@ -435,6 +435,20 @@ def test_time_comes_only_from_the_argument() -> None:
         ("我写代码一直用 RStudio", "editor"),
         # pets named after keys are no indentation
         ("家里两只猫，一只叫 Tab 一只叫 Space", None),
+        # a role now held at a named firm, part-time work, a shift, a commute, a move by a
+        # named place (the user's, not a relative's), units named with a currency
+        ("Qualified!! Now an associate in the employment team at Hartley & Co", "job"),
+        ("Working part-time as a barista while I apply for jobs", "job"),
+        ("我跑白班，早六点出车晚六点交班", "shift"),
+        ("I get the 7:40 train into work every morning", "commute"),
+        ("Gave up on the train, I drive in these days.", "commute"),
+        ("We've done it — moved up to a cottage outside Oban", "location"),
+        (
+            "We've sold up and moved to a bungalow in Harrogate to be closer to our daughter",
+            "location",
+        ),
+        ("My daughter moved to a flat in Leeds", None),
+        ("算钱算路程都用人民币和公里，别给我美元英里", "units"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -422,6 +422,7 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("看见拖拉机就走不动道", "mobility"),
         ("What's the best way to repair rust holes in the floor pan?", "coding"),
         ("What's the plot of the film about?", "garden"),
+        ("My laptop is two years old", "child"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1034,6 +1035,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I cover the Tottenham patch for adult social care", "work", "coding"),
         ("Help me plan my work week, what should I tackle first?", "agenda", "coding"),
         ("Should I rent or buy a suit for the wedding?", "clothing", "coding"),
+        # a child by name and age, an interview, a customer's order, a widget, seasickness
+        ("Oscar is two and a half and still naps after lunch", "child", "coding"),
+        ("Help me prepare for my upcoming interview", "work", "food"),
+        ("A customer is asking when her order will ship", "business", "coding"),
+        ("How do I put a widget on my home screen?", "gadgets", "coding"),
+        ("I get queasy the first day out on a boat", "transport", "coding"),
+        ("Plan family dinners for the rest of June", "agenda", "coding"),
+        ("周末想去水库下船钓翘嘴", "fishing", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
