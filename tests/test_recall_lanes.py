@@ -422,7 +422,15 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("看见拖拉机就走不动道", "mobility"),
         ("What's the best way to repair rust holes in the floor pan?", "coding"),
         ("What's the plot of the film about?", "garden"),
-        ("My laptop is two years old", "child"),
+        ("Biscuit is 10 weeks old, our new puppy", "child"),
+        ("Rent is 2 months overdue", "child"),
+        ("我家狗狗快三岁了", "child"),
+        ("16 gigs of RAM should be plenty", "music"),
+        ("I just bought a 2021 MG ZS EV", "health"),
+        ("We focused on bass fishing this year", "music"),
+        ("hay fever is awful this spring", "livestock"),
+        ("It's a race to the bottom on price", "fitness"),
+        ("I spent a week on the React migration", "travel"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1024,7 +1032,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我怀二胎五个月了", "pregnancy", "coding"),
         ("戒烟三个月了，一根都没碰过", "health", "coding"),
         ("Help me plan my marking for next week", "work", "coding"),
-        ("My starter has barely risen for three days", "food", "coding"),
+        ("My sourdough starter has barely risen in three days", "food", "coding"),
         ("这周末想在上海看个展", "arts", "coding"),
         # insulin, a sensor, a plot, a welder, a typhoon, a patch covered, a client's visit
         ("Endo switched me to a different basal insulin", "health", "coding"),

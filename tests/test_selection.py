@@ -351,6 +351,9 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
     assert owned.inside == {"leo"} and owned.opening == {"gift"}
     assert first_failure(leo, policy, LIFE, NOW, words, owned.inside) is None
     assert leo.shared_name
+    # ... not a contraction: "She's", "Let's", "Today's" open sentences as any word does
+    for text in ("She's been poorly all week", "Let's plan a picnic", "Today's menu, please"):
+        assert name_words(text).inside == frozenset(), text
     # ... but a word opening both texts says nothing ("Write", "Help" open many)
     hiking = topical("Hiking in the Alps is what I love most", 0.3, vector=0.1)
     hiking.memory.topics = ["outings"]

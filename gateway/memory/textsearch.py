@@ -51,6 +51,13 @@ def tokens(text: str) -> list[str]:
 # "Lily's"). Words that are capitalised wherever they stand are no names of the user's world.
 _SENTENCES = re.compile(r"[.!?。！？:：;；\n]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+# Words that take "'s" as a contraction or a common possessive, not as someone's name.
+_NOT_OWNERS = frozenset(
+    "she he it let here there that what who where when how today tonight tomorrow yesterday "
+    "work life everyone everything nothing nobody someone something everybody somebody mum mom "
+    "dad one".split()
+)
+
 _NOT_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april "
     "may june july august september october november december english chinese mandarin "
@@ -144,11 +151,12 @@ class Names(NamedTuple):
 def name_words(text: str) -> Names:
     """One pass over ``text`` for both kinds of capitalised words, lowercased as ``tokens``
     gives them (and not all in capitals). A word opening a sentence as someone's ("Theo's
-    birthday is coming up") counts as one inside it. Chinese nicknames, and doubled
-    characters after a relative or a pet, count as names inside a sentence; other doubled
-    characters as names opening one. "Python" in a question is a name, "ball python" in a
-    memory is not, so a name links two texts only where both write it as one; a memory's
-    sentences often open with one ("Lily has a nut allergy"), so there both kinds count."""
+    birthday is coming up", not "She's" or "Let's") counts as one inside it. Chinese
+    nicknames, and doubled characters after a relative or a pet, count as names inside a
+    sentence; other doubled characters as names opening one. "Python" in a question is a
+    name, "ball python" in a memory is not, so a name links two texts only where both write
+    it as one; a memory's sentences often open with one ("Lily has a nut allergy"), so there
+    both kinds count."""
     inside: set[str] = set()
     opening: set[str] = set()
     if not text.isascii():
@@ -160,7 +168,9 @@ def name_words(text: str) -> Names:
             word = raw.removesuffix("'s").removesuffix("’s")
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
                 # someone's, opening a sentence, is someone: "Theo's birthday is coming up"
-                (opening if i == 0 and word == raw else inside).add(word.lower())
+                # (not a contraction: "She's", "Let's", "Today's")
+                owned = word != raw and word.lower() not in _NOT_OWNERS
+                (opening if i == 0 and not owned else inside).add(word.lower())
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
 
 
