@@ -330,6 +330,8 @@ def test_a_goal_or_plan_lasts_as_long_as_the_time_it_names(
         ("从这周开始我只喝无糖的", "preference", None),
         ("我喜欢这周边的小咖啡馆", "preference", None),
         ("每天早上给我看未来三天的天气预报", "format", None),
+        # ... while a plan said for a span ends with it, every day or not
+        ("接下来三天每天早上六点起床背单词", "plan", NOW + 3 * DAY),
         ("I love Christmas music", "preference", None),
         ("我周五不上班，那天别提醒我工作", "preference", None),
         ("Keep answers short", "format", None),

@@ -346,6 +346,15 @@ def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
     assert re.search(rf":{line}: horizons\.spell_types\[2\]: unknown memory type", error)
 
 
+def test_what_keeps_a_wish_from_lapsing_is_checked(tmp_path: Path) -> None:
+    old = (
+        "      examples: [每次总结这周的工作，都用三段式, "
+        '"Every Friday, ask me what went well this week", 从这周开始我只喝无糖的]'
+    )
+    path, line = variant(tmp_path, old, "      examples: [keep it brief this week]")
+    assert re.search(rf":{line}: horizons\.spell_unless\[0\]\.examples\[0\]", error_of(path))
+
+
 def test_a_general_questions_examples_are_checked(tmp_path: Path) -> None:
     old = '      examples: ["Why do dogs wag their tails?", 中国古代的婚礼有哪些主要的礼仪和习俗？]'
     path, line = variant(tmp_path, old, '      examples: ["Why does my dog wag his tail?"]')

@@ -703,22 +703,30 @@ class HorizonsSpec(_Model):
     # types that last until changed, unless said for a span of time: "接下来三天都在赶稿，
     # 回复越短越好" is a wish for three days, "keep answers short" one for good
     spell_types: tuple[Name, ...] = ()
+    # a wish of those types that says it holds every time or from now on lasts until
+    # changed, whatever span it also names ("每次总结这周的工作，都用三段式")
+    spell_unless: tuple[RuleSpec, ...] = ()
     not_examples: tuple[str, ...] = ()
+
+    @cached_property
+    def _spell_rules(self) -> tuple[HorizonRule, ...]:
+        return tuple(rule for rule in self.rules if rule.spell)
 
     def until(self, text: str, memory_type: str, saved: datetime) -> datetime | None:
         """When a memory of ``memory_type`` saved at ``saved`` ends by the horizon its
         ``text`` names (None: its type's default applies, or for a type of ``spell_types``,
         it lasts until changed). A date or a month names when a plan happens, so it ends
-        only the types of ``types``; a span (``HorizonRule.spell``) ends either."""
-        if not text:
-            return None
-        if memory_type in self.types:
-            rules = self.rules
-        elif memory_type in self.spell_types:
-            rules = tuple(rule for rule in self.rules if rule.spell)
-        else:
+        only the types of ``types``; a span (``HorizonRule.spell``) ends either, unless the
+        wish says it holds every time (``spell_unless``)."""
+        if not text or (memory_type not in self.types and memory_type not in self.spell_types):
             return None
         folded = normalize(text)
+        if memory_type in self.types:
+            rules = self.rules
+        elif _matches_folded(self.spell_unless, folded, folded.lower()):
+            return None
+        else:
+            rules = self._spell_rules
         ends = [end for rule in rules if (end := rule.until(folded, saved)) is not None]
         return max(ends) if ends else None
 
@@ -1794,6 +1802,8 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield ("horizons", "spell_types", i), f"unknown memory type {name!r}"
         elif name in spec.types:
             yield ("horizons", "spell_types", i), f"{name} already ends by every rule"
+    for i, unless in enumerate(spec.spell_unless):
+        yield from _check_rule(unless, ("horizons", "spell_unless", i))
     saved = datetime(2026, 1, 15, tzinfo=UTC)
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)

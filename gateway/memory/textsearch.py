@@ -35,6 +35,12 @@ EXTRA = frozenset(
     "这个 那个 一个 什么 怎么 请 把 被 给 对 要 会 能 有 没 不 很".split()
 )
 STOPWORDS = REDISEARCH_DEFAULT | EXTRA
+# Words that take "'s" as a contraction or a common possessive, not as someone's name
+# ("She's", "Let's", "Today's").
+_NOT_OWNERS = STOPWORDS | frozenset(
+    "let here today tonight tomorrow yesterday work life everyone everything nothing nobody "
+    "someone something everybody somebody mum mom dad one".split()
+)
 
 
 def tokens(text: str) -> list[str]:
@@ -51,13 +57,6 @@ def tokens(text: str) -> list[str]:
 # "Lily's"). Words that are capitalised wherever they stand are no names of the user's world.
 _SENTENCES = re.compile(r"[.!?。！？:：;；\n]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
-# Words that take "'s" as a contraction or a common possessive, not as someone's name.
-_NOT_OWNERS = frozenset(
-    "she he it let here there that what who where when how today tonight tomorrow yesterday "
-    "work life everyone everything nothing nobody someone something everybody somebody mum mom "
-    "dad one".split()
-)
-
 _NOT_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april "
     "may june july august september october november december english chinese mandarin "
