@@ -463,6 +463,13 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Jake finished his degree. Now an engineer at Arup", None),
         ("I research positron emission at CERN", None),
         ("算钱算路程都用人民币和公里，别给我美元英里", "units"),
+        # a transfer told with the work now done, a full-time post somewhere, freelancing
+        # now, the boxes unpacked in a named city
+        ("今年转到小学去了，教一年级语文", "job"),
+        ("我是律所里的全职法律翻译", "job"),
+        ("Quit the law firm! Freelancing now, mostly patents", "job"),
+        ("Finally unpacked the last boxes in Denver, new city new me", "location"),
+        ("我女儿转到实验小学去了，教她的老师很好", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

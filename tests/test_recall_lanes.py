@@ -431,6 +431,17 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("hay fever is awful this spring", "livestock"),
         ("It's a race to the bottom on price", "fitness"),
         ("I spent a week on the React migration", "travel"),
+        # a price is no age, a panda no cat, a pup's age no child's, a book not boring no
+        # boredom, a time of life no studies, a teacher's parents' evening no child of hers
+        ("Diesel's 1.65 a litre right now", "child"),
+        ("下个月想去成都看大熊猫", "pets"),
+        ("What treats can I use to train my 5-month-old pup?", "child"),
+        ("帮我给女儿挑几本暑假读的书，别太无聊的。", "free_time"),
+        ("I've been vegetarian since college", "study"),
+        ("Parents' evening is next Thursday, I need to prep the Year 11 data", "child"),
+        ("Pollen count's meant to be high on Saturday", "garden"),
+        ("家门口装了个监控探头", "health"),
+        ("Plan my lunch breaks at the office", "travel"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1043,6 +1054,30 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I cover the Tottenham patch for adult social care", "work", "coding"),
         ("Help me plan my work week, what should I tackle first?", "agenda", "coding"),
         ("Should I rent or buy a suit for the wedding?", "clothing", "coding"),
+        # a pet that comes along or waits at home, a journey's stops, a child's age said soon,
+        # a roofer, a reno, a running watch, fuel, low sodium, a class taught, a week's
+        # priorities, meetings over the next weeks, pollen, a glucose sensor, a school report
+        ("Rosie comes on the road with me, she needs a walk every stop", "travel", "coding"),
+        ("家里有只猫，出门超过两天就得找人上门喂", "travel", "coding"),
+        ("He can't be left alone for more than a few hours", "travel", "coding"),
+        ("What should I look for in a place to stop overnight on the A1?", "travel", "coding"),
+        ("Leo turns 9 soon and he's obsessed with dinosaurs", "child", "coding"),
+        ("What should I ask a roofer before I hire them?", "home", "coding"),
+        ("I've got roughly $15k left in the reno budget", "home", "coding"),
+        ("我的跑表是佳明 Forerunner 265", "gadgets", "coding"),
+        ("Diesel's 1.65 a litre — what's this 900 km run going to cost me?", "vehicles", "child"),
+        ("Doctor put me on low-sodium for the next month", "food", "coding"),
+        ("帮我设计一节分数的练习课", "study", "coding"),
+        ("Help me figure out my top priorities for this week.", "agenda", "coding"),
+        (
+            "Schedule calls with the photographer and the caterer over the next two weeks",
+            "agenda",
+            "coding",
+        ),
+        ("我花粉过敏挺严重的，尤其是草花粉", "garden", "coding"),
+        ("I get awful hay fever, grass pollen is the worst", "outings", "coding"),
+        ("我的探头老是贴到第七八天就翘边掉了", "health", "coding"),
+        ("His school report says he lacks focus in class", "child", "coding"),
         # a child by name and age, an interview, a customer's order, a widget, seasickness
         ("Oscar is two and a half and still naps after lunch", "child", "coding"),
         ("Help me prepare for my upcoming interview", "work", "food"),
@@ -1295,6 +1330,24 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("我睡前吃褪黑素，半片就够", "I stopped taking melatonin, sleeping fine now", "global"),
+        # ... or by the kind of medicine it is
+        (
+            "I take a Claritin every morning during allergy season",
+            "Doctor took me off the antihistamine tablets. I'm on a steroid nasal spray instead.",
+            "global",
+        ),
+        # ... or by a job told another way
+        (
+            "我是律所里的全职法律翻译",
+            "Quit the law firm! Freelancing now, mostly patents",
+            "global",
+        ),
+        ("我在幼儿园当老师，带中班", "今年转到小学去了，教一年级语文", "global"),
+        (
+            "I live in Austin, East side",
+            "Finally unpacked the last boxes in Denver, new city new me",
+            "global",
+        ),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
             "我用 ChessBase 管理自己的棋谱数据库",
