@@ -283,6 +283,14 @@ HORIZONS = [
     ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
+    # a day of the month alone: this month's if still to come, else the next month's; how
+    # long the trip lasts no end before it; a house number or a metro line no day
+    ("Flying to Lisbon on the 20th for five days", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
+    ("20号上午面试", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
+    ("rent's due on the 1st, then I move", "plan", datetime(2025, 3, 2, tzinfo=UTC)),
+    ("moving out by the 31st", "plan", datetime(2025, 4, 1, tzinfo=UTC)),
+    ("Rose Lane 18号下周日有 open house", "plan", NOW + 14 * DAY),
+    ("坐1号线去看展，这周末", "plan", NOW + 7 * DAY),
     # a band's name is no month: "五月天" (Mayday)
     ("这周末去看五月天演唱会", "plan", NOW + 7 * DAY),
     # "may" the verb, a cycle, are no time
@@ -470,6 +478,10 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Quit the law firm! Freelancing now, mostly patents", "job"),
         ("Finally unpacked the last boxes in Denver, new city new me", "location"),
         ("我女儿转到实验小学去了，教她的老师很好", None),
+        ("Since moving to Vancouver I'd rather see km and °C", "units"),
+        ("我是一家电商公司的后端工程师", "job"),
+        ("我是这家店的老顾客", None),
+        ("Keep things warm and chatty with me, I don't like it too stiff and formal", "tone"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

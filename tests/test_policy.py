@@ -333,6 +333,22 @@ def test_a_horizon_rule_ends_one_way(tmp_path: Path) -> None:
     )
 
 
+def test_a_day_of_the_month_is_read_from_its_day_group(tmp_path: Path) -> None:
+    old = "      day_of_month: true\n"
+    path, line = variant(tmp_path, old, "      day_of_month: true\n      days: 3\n")
+    assert re.search(rf":{line - 1}: horizons\.rules\[\d+\]: needs exactly one of", error_of(path))
+    path, line = variant(tmp_path, old, "      days: 3\n")
+    assert re.search(
+        r"horizons\.rules\[\d+\]\.regex: only a named_month or day_of_month rule reads",
+        error_of(path),
+    )
+    path, line = variant(tmp_path, "      month: 10\n", "      day_of_month: true\n")
+    assert re.search(
+        r"horizons\.rules\[\d+\]\.regex: a day_of_month rule needs a \(\?P<day>",
+        error_of(path),
+    )
+
+
 def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
     old = "      month: 10\n"
     path, line = variant(tmp_path, old, "      month: 10\n      spell: true\n")

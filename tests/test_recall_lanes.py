@@ -442,6 +442,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("Pollen count's meant to be high on Saturday", "garden"),
         ("家门口装了个监控探头", "health"),
         ("Plan my lunch breaks at the office", "travel"),
+        # tablets of a medicine are no device, pigs no pets, fireworks set off no trip
+        ("I take my blood pressure tablets every morning with breakfast", "gadgets"),
+        ("家里养了两头猪，一头叫大黑一头叫二黑", "pets"),
+        ("We set off fireworks in the garden", "travel"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -771,7 +775,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("家里的充电线老是被咬坏", "pets", "coding"),
         ("give me a 6 week program for my snatch", "fitness", "coding"),
         ("带孩子去苏州那天要带啥", "travel", "coding"),
-        ("我们家养了二十只羊", "pets", "coding"),
+        ("我们家养了二十只羊", "livestock", "pets"),  # a flock kept is livestock, no pet
         ("在工地上干活，包工头拖欠工资", "work", "coding"),
         ("my hands are cracked from the cold", "health", "coding"),
         ("我在成都春熙路附近开了家奶茶店", "business", "coding"),
@@ -1078,6 +1082,23 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I get awful hay fever, grass pollen is the worst", "outings", "coding"),
         ("我的探头老是贴到第七八天就翘边掉了", "health", "coding"),
         ("His school report says he lacks focus in class", "child", "coding"),
+        # a list of the days' errands, a journey set off on, a weekly morning, a flock counted,
+        # leaves eaten, vegetables grown, wine, a greenhouse, a supplier, a study, a bedroom on
+        # a road, an e-scooter
+        ("帮我列一下接下来几天要准备的事情，我怕忘了", "agenda", "coding"),
+        ("Booked the West Highland Way, we set off in three weeks", "travel", "coding"),
+        ("I do Tuesday mornings at the Sue Ryder shop", "timetable", "coding"),
+        ("I keep 12 hens in a wooden coop down the bottom field", "livestock", "coding"),
+        ("Heatwave next week. How do I keep the animals OK in that?", "livestock", "coding"),
+        ("家里养了两头猪", "livestock", "coding"),
+        ("白菜叶子上全是小洞洞，是什么虫子咬的？", "garden", "coding"),
+        ("Growing pak choi and Chinese cabbage for the first time this year", "food", "coding"),
+        ("I'm a French reds person, Rhône especially", "food", "coding"),
+        ("Best way to keep the greenhouse tomatoes watered?", "garden", "coding"),
+        ("跟供应商谈价格有什么技巧？", "business", "coding"),
+        ("我书房朝西，下午太阳直射显示器", "home", "coding"),
+        ("Our bedroom faces a busy road, lorries rumble past all night", "sleep", "coding"),
+        ("Sold the Ninebot. Got myself a Pure Advance", "vehicles", "coding"),
         # a child by name and age, an interview, a customer's order, a widget, seasickness
         ("Oscar is two and a half and still naps after lunch", "child", "coding"),
         ("Help me prepare for my upcoming interview", "work", "food"),
@@ -1348,6 +1369,18 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "Finally unpacked the last boxes in Denver, new city new me",
             "global",
         ),
+        # ... units by the move, a job by where, a medicine by another name, a pet's new diet
+        (
+            "Use miles and Fahrenheit with me, I'm American through and through",
+            "Since moving to Vancouver I'd rather see km and °C",
+            "global",
+        ),
+        (
+            "我是一家电商公司的后端工程师",
+            "Left the e-commerce job. I'm an SRE at a fintech startup now, fully remote",
+            "global",
+        ),
+        ("我每天晚上要吃一片安眠药才睡得着", "医生让我把安眠药停了，现在睡前喝杯温牛奶", "global"),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
             "我用 ChessBase 管理自己的棋谱数据库",

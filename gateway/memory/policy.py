@@ -626,8 +626,9 @@ class HorizonRule(RuleSpec):
     ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one),
     ``month`` (the end of the next such month, for a holiday always in it: "国庆", 10).
     A named month with a ``day`` group is a date ("due June 28", "6月28日"): it ends when
-    that day does. Calendar ends are UTC's. Every match counts and the latest end wins, so
-    "from June 20 to June 27" lasts until the 27th is over."""
+    that day does. ``day_of_month``: a day its ``day`` group names without a month ("on the
+    20th", "20号"), the next such day. Calendar ends are UTC's. Every match counts and the
+    latest end wins, so "from June 20 to June 27" lasts until the 27th is over."""
 
     days: PositiveInt | None = None
     # a span counted from when it was said ("for the next three days", "接下来两周"): a
@@ -636,6 +637,7 @@ class HorizonRule(RuleSpec):
     month_end: Literal[0, 1] | None = None
     year_end: Literal[0, 1] | None = None
     named_month: bool = False
+    day_of_month: bool = False
     month: Annotated[int, Field(ge=1, le=12)] | None = None
 
     def until(self, text: str, saved: datetime) -> datetime | None:
@@ -657,6 +659,8 @@ class HorizonRule(RuleSpec):
             return datetime(saved.year + 1 + self.year_end, 1, 1, tzinfo=UTC)
         if self.month is not None:
             return _next_month_end(saved, self.month, found.group(0))
+        if self.day_of_month:
+            return _next_day_end(saved, int(found.group("day")))
         month = _MONTHS.get((found.group("month") or "").lower())
         if month is None and (found.group("month") or "").isdigit():
             month = int(found.group("month"))
@@ -682,6 +686,20 @@ def _day_end(saved: datetime, year: int | None, month: int, day: int) -> datetim
             return None
         if end > saved:
             return end
+    return None
+
+
+def _next_day_end(saved: datetime, day: int) -> datetime | None:
+    """The end of the next ``day`` of a month after ``saved``: this month's if it is still
+    to come, else the next month that has it (None: no month has it)."""
+    for ahead in range(3):
+        index = saved.month - 1 + ahead
+        try:
+            end = datetime(saved.year + index // 12, index % 12 + 1, day, tzinfo=UTC)
+        except ValueError:
+            continue
+        if end + timedelta(days=1) > saved:
+            return end + timedelta(days=1)
     return None
 
 
@@ -1808,9 +1826,10 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)
         ways = [rule.days is not None, rule.month_end is not None, rule.year_end is not None]
-        ways += [rule.named_month, rule.month is not None]
+        ways += [rule.named_month, rule.day_of_month, rule.month is not None]
         if sum(ways) != 1:
-            yield loc, "needs exactly one of days, month_end, year_end, named_month, month"
+            kinds = "days, month_end, year_end, named_month, day_of_month, month"
+            yield loc, f"needs exactly one of {kinds}"
             continue
         problems = list(_check_rule(rule, loc))
         yield from problems
@@ -1819,8 +1838,13 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
         groups = rule.compiled.groupindex
         if rule.named_month and "month" not in groups:
             yield (*loc, "regex"), "a named_month rule needs a (?P<month>...) group"
-        elif "day" in groups and not rule.named_month:
-            yield (*loc, "regex"), "only a named_month rule reads a (?P<day>...) group"
+        elif rule.day_of_month and "day" not in groups:
+            yield (*loc, "regex"), "a day_of_month rule needs a (?P<day>...) group"
+        elif "day" in groups and not (rule.named_month or rule.day_of_month):
+            yield (
+                (*loc, "regex"),
+                "only a named_month or day_of_month rule reads a (?P<day>...) group",
+            )
         elif ("n" in groups or "m" in groups) and rule.days is None:
             yield (*loc, "regex"), "only a days rule counts (?P<n>...) or (?P<m>...)"
         elif rule.spell and rule.days is None:
