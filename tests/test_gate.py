@@ -481,6 +481,12 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Since moving to Vancouver I'd rather see km and °C", "units"),
         ("我是一家电商公司的后端工程师", "job"),
         ("我是这家店的老顾客", None),
+        # smoking or not, the user's own; a home bought somewhere
+        ("我一天大概抽半包烟", "smoking"),
+        ("Three months without a single cigarette now!", "smoking"),
+        ("My dad smokes forty a day", None),
+        ("我们在闵行七宝买了房，上个月刚搬进去", "location"),
+        ("我儿子在杭州买了房", None),
         ("Keep things warm and chatty with me, I don't like it too stiff and formal", "tone"),
     ],
 )

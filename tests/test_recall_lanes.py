@@ -1099,6 +1099,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我书房朝西，下午太阳直射显示器", "home", "coding"),
         ("Our bedroom faces a busy road, lorries rumble past all night", "sleep", "coding"),
         ("Sold the Ninebot. Got myself a Pure Advance", "vehicles", "coding"),
+        ("乐队散伙了，周五晚上空出来了", "timetable", "coding"),
         # a child by name and age, an interview, a customer's order, a widget, seasickness
         ("Oscar is two and a half and still naps after lunch", "child", "coding"),
         ("Help me prepare for my upcoming interview", "work", "food"),
@@ -1381,6 +1382,8 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("我每天晚上要吃一片安眠药才睡得着", "医生让我把安眠药停了，现在睡前喝杯温牛奶", "global"),
+        ("我一天大概抽半包烟", "Three months without a single cigarette now!", "global"),
+        ("We rent a small flat in Xuhui", "我们在闵行七宝买了房，上个月刚搬进去", "global"),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
             "我用 ChessBase 管理自己的棋谱数据库",
