@@ -283,6 +283,12 @@ HORIZONS = [
     ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
+    # a fact of the user said for a span lapses with it; one that names none lasts
+    ("这两个星期在吃抗生素，医生说不能喝酒", "profile", NOW + 14 * DAY),
+    ("Signed off for the next two weeks with a sprained wrist", "profile", NOW + 14 * DAY),
+    ("I have a bad knee", "profile", None),
+    # a monthly cap kept is a goal of a year
+    ("We're trying to keep groceries under $900 a month", "goal", NOW + 365 * DAY),
     # a day of the month alone: this month's if still to come, else the next month's; how
     # long the trip lasts no end before it; a house number or a metro line no day
     ("Flying to Lisbon on the 20th for five days", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
@@ -312,7 +318,7 @@ HORIZONS = [
 
 @pytest.mark.parametrize(("content", "memory_type", "until"), HORIZONS)
 def test_a_goal_or_plan_lasts_as_long_as_the_time_it_names(
-    content: str, memory_type: str, until: datetime
+    content: str, memory_type: str, until: datetime | None
 ) -> None:
     fields: dict[str, Any] = PROJECT if memory_type == "project" else {"type": memory_type}
     assert decide(content, **fields).expires_at == until
@@ -487,6 +493,17 @@ def test_time_comes_only_from_the_argument() -> None:
         ("My dad smokes forty a day", None),
         ("我们在闵行七宝买了房，上个月刚搬进去", "location"),
         ("我儿子在杭州买了房", None),
+        # a shift changed to, a post begun on a date, a lead held, a post at an agency, a
+        # business opened, a move told by the new home; melatonin on some nights is no shift
+        ("换到晚班了，下午三点一直开到半夜", "shift"),
+        ("I take melatonin on nights I can't switch off", None),
+        ("Done my last shift behind the wheel! Starting as a depot controller on Monday", "job"),
+        ("Got promoted! I'm the infrastructure team lead now", "job"),
+        ("Got the job!! I'm a lettings negotiator at a small agency in Clapham", "job"),
+        ("I'm a regular at a café in Soho", None),
+        ("I finally opened my own little salon in March!", "job"),
+        ("Finally moved! Now in a flat in Headingley, Leeds", "location"),
+        ("My wife is now in a flat in Leeds", None),
         ("Keep things warm and chatty with me, I don't like it too stiff and formal", "tone"),
     ],
 )

@@ -446,6 +446,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I take my blood pressure tablets every morning with breakfast", "gadgets"),
         ("家里养了两头猪，一头叫大黑一头叫二黑", "pets"),
         ("We set off fireworks in the garden", "travel"),
+        ("I used to play rugby at uni", "study"),
+        ("家里来客人了，做几个什么菜好？", "business"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1100,6 +1102,20 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Our bedroom faces a busy road, lorries rumble past all night", "sleep", "coding"),
         ("Sold the Ninebot. Got myself a Pure Advance", "vehicles", "coding"),
         ("乐队散伙了，周五晚上空出来了", "timetable", "coding"),
+        # beekeeping, allergens in Chinese, a home server, footage, the youngest child, low
+        # ceilings, tickets at work, a business opened, things carried somewhere, a child by a
+        # spelled age
+        ("最近蜂群里的瓦螨好像又多起来了", "garden", "coding"),
+        ("When should I put the first honey super on this year?", "garden", "coding"),
+        ("我对芝麻过敏，还挺严重的", "food", "coding"),
+        ("At home I've got a Raspberry Pi 4 and a Synology NAS", "gadgets", "coding"),
+        ("How do I stabilise shaky handheld footage?", "creator", "coding"),
+        ("My youngest is 3, so she can't sit through anything long", "child", "coding"),
+        ("I'm six foot four and I hate low ceilings", "home", "coding"),
+        ("How can I auto-assign incoming tickets to the right team?", "work", "coding"),
+        ("I finally opened my own little salon in March!", "business", "coding"),
+        ("How do I get 40 boxes of cupcakes to the Saturday market?", "transport", "coding"),
+        ("Any ideas what to get a five-year-old boy for his birthday?", "child", "coding"),
         # a child by name and age, an interview, a customer's order, a widget, seasickness
         ("Oscar is two and a half and still naps after lunch", "child", "coding"),
         ("Help me prepare for my upcoming interview", "work", "food"),
