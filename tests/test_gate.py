@@ -289,6 +289,7 @@ HORIZONS = [
     ("I have a bad knee", "profile", None),
     # a monthly cap kept is a goal of a year
     ("We're trying to keep groceries under $900 a month", "goal", NOW + 365 * DAY),
+    ("I'm saving up to fly home to Vietnam, need about $2,000", "goal", NOW + 365 * DAY),
     # a day of the month alone: this month's if still to come, else the next month's; how
     # long the trip lasts no end before it; a house number or a metro line no day
     ("Flying to Lisbon on the 20th for five days", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
@@ -504,6 +505,12 @@ def test_time_comes_only_from_the_argument() -> None:
         ("I finally opened my own little salon in March!", "job"),
         ("Finally moved! Now in a flat in Headingley, Leeds", "location"),
         ("My wife is now in a flat in Leeds", None),
+        # the move done to a named place, a switch to Rider, a start on a weekday, going indie
+        ("We finally did the move up to Edinburgh last month", "location"),
+        ("最近彻底转投 Rider 了，开 Unity 项目顺手太多", "editor"),
+        ("Quit the warehouse!! Started as a dental assistant this Monday", "job"),
+        ("Left Hollowpine in March — I'm full-time indie on my own game now", "job"),
+        ("I love indie games", None),
         ("Keep things warm and chatty with me, I don't like it too stiff and formal", "tone"),
     ],
 )

@@ -448,6 +448,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("We set off fireworks in the garden", "travel"),
         ("I used to play rugby at uni", "study"),
         ("家里来客人了，做几个什么菜好？", "business"),
+        ("The AC in my cab is busted, driving me nuts", "food"),
+        ("我最喜欢的鸟是戴胜", "pets"),
+        ("Use a 2x4 for the frame", "outings"),
+        ("Our service is multi-tenant, one schema per tenant", "home"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1116,6 +1120,22 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I finally opened my own little salon in March!", "business", "coding"),
         ("How do I get 40 boxes of cupcakes to the Saturday market?", "transport", "coding"),
         ("Any ideas what to get a five-year-old boy for his birthday?", "child", "coding"),
+        # medicines by name, local food, motorways, swimming gear and sessions, a landlord's
+        # flats, a guest list, an app asked for, binoculars by their spec
+        (
+            "Topiramate gave me brain fog, so my neurologist switched me to propranolol",
+            "health",
+            "coding",
+        ),
+        ("下个月去东京开会，想尝尝当地美食", "food", "coding"),
+        ("晚上我不跑高速，对面车灯一晃我就看不清", "transport", "coding"),
+        ("I always need a neoprene cap and booties under 18°C", "clothing", "coding"),
+        ("Can you build me a 4-week pool plan to get my 1500m time down?", "fitness", "coding"),
+        ("这周末想去千岛湖野泳", "fitness", "coding"),
+        ("I own two flats in Manchester, both let out to students", "home", "coding"),
+        ("Our guest list is sitting at about 120 people", "occasions", "coding"),
+        ("有什么好用的偏头痛记录 app 推荐吗？", "gadgets", "coding"),
+        ("Treated myself to a Swarovski NL Pure 10x32", "outings", "coding"),
         # a child by name and age, an interview, a customer's order, a widget, seasickness
         ("Oscar is two and a half and still naps after lunch", "child", "coding"),
         ("Help me prepare for my upcoming interview", "work", "food"),
@@ -1399,6 +1419,12 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ),
         ("我每天晚上要吃一片安眠药才睡得着", "医生让我把安眠药停了，现在睡前喝杯温牛奶", "global"),
         ("我一天大概抽半包烟", "Three months without a single cigarette now!", "global"),
+        (
+            "我在吃托吡酯预防偏头痛，每天晚上一片",
+            "Topiramate gave me awful brain fog, so my neurologist switched me to propranolol.",
+            "global",
+        ),
+        ("我写代码一直用 VS Code", "最近彻底转投 Rider 了，开 Unity 项目顺手太多", "global"),
         ("We rent a small flat in Xuhui", "我们在闵行七宝买了房，上个月刚搬进去", "global"),
         ("我每天早上空腹吃一片优甲乐，50微克", "复查甲功，医生把优甲乐加到75微克了", "global"),
         (
