@@ -283,10 +283,11 @@ HORIZONS = [
     ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
-    # a fact of the user said for a span lapses with it; one that names none lasts
-    ("这两个星期在吃抗生素，医生说不能喝酒", "profile", NOW + 14 * DAY),
-    ("Signed off for the next two weeks with a sprained wrist", "profile", NOW + 14 * DAY),
-    ("I have a bad knee", "profile", None),
+    # a wish said for these two weeks lapses with them; a fact of the user said with a time
+    # is an event, not a span ("started a new job this week" holds)
+    ("这两个星期回复都简短点，在赶项目", "preference", NOW + 14 * DAY),
+    ("I started a new job at Google this week", "profile", None),
+    ("我这两周刚搬到上海", "profile", None),
     # a monthly cap kept is a goal of a year
     ("We're trying to keep groceries under $900 a month", "goal", NOW + 365 * DAY),
     ("I'm saving up to fly home to Vietnam, need about $2,000", "goal", NOW + 365 * DAY),
@@ -297,7 +298,8 @@ HORIZONS = [
     ("rent's due on the 1st, then I move", "plan", datetime(2025, 3, 2, tzinfo=UTC)),
     ("moving out by the 31st", "plan", datetime(2025, 4, 1, tzinfo=UTC)),
     ("Rose Lane 18号下周日有 open house", "plan", NOW + 14 * DAY),
-    ("坐1号线去看展，这周末", "plan", NOW + 7 * DAY),
+    ("明天去3号航站楼接人", "plan", NOW + 2 * DAY),
+    ("Tomorrow the meeting is on the 5th floor", "plan", NOW + 2 * DAY),
     # a band's name is no month: "五月天" (Mayday)
     ("这周末去看五月天演唱会", "plan", NOW + 7 * DAY),
     # "may" the verb, a cycle, are no time
@@ -315,6 +317,31 @@ HORIZONS = [
     # only goals and plans: a project's facts keep its lifetime
     ("we ship the new API next month", "project", NOW + 120 * DAY),
 ]
+
+
+@pytest.mark.parametrize(
+    ("saved", "text", "until"),
+    [
+        # next month's when this month's is past, a month without the day skipped, the
+        # year turned; a day just past names no end
+        (
+            datetime(2026, 12, 20, tzinfo=UTC),
+            "dentist on the 5th",
+            datetime(2027, 1, 6, tzinfo=UTC),
+        ),
+        (datetime(2026, 1, 31, 12, tzinfo=UTC), "20号面试", datetime(2026, 2, 21, tzinfo=UTC)),
+        (
+            datetime(2026, 2, 1, tzinfo=UTC),
+            "moving out by the 30th",
+            datetime(2026, 3, 31, tzinfo=UTC),
+        ),
+        (datetime(2026, 6, 25, tzinfo=UTC), "20号面试挂了", None),
+    ],
+)
+def test_a_day_of_the_month_alone_is_the_next_such_day(
+    saved: datetime, text: str, until: datetime | None
+) -> None:
+    assert POLICY.horizons.until(text, "plan", saved) == until
 
 
 @pytest.mark.parametrize(("content", "memory_type", "until"), HORIZONS)

@@ -355,7 +355,7 @@ def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
     assert re.search(
         rf":{line + 1}: horizons\.rules\[\d+\]\.spell: a span is counted", error_of(path)
     )
-    old = "  spell_types: [preference, format, profile]\n"
+    old = "  spell_types: [preference, format]\n"
     path, line = variant(tmp_path, old, "  spell_types: [preference, goal, wish]\n")
     error = error_of(path)
     assert re.search(rf":{line}: horizons\.spell_types\[1\]: goal already ends", error)

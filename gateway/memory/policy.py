@@ -438,7 +438,9 @@ class TopicSpec(_Model):
 
     @cached_property
     def _cjk(self) -> tuple[str, ...]:
-        return tuple(k for k in self.keywords if not k.isascii())
+        # matched inside the lower-cased text, so that an accented Latin word counts at a
+        # sentence's start too ("Rhône especially")
+        return tuple(k.lower() for k in self.keywords if not k.isascii())
 
     def matches(
         self, text: str, lowered: str | None = None, words: frozenset[str] | None = None
@@ -452,7 +454,7 @@ class TopicSpec(_Model):
         # ``unless`` names is left out once the topic matched, as topics_of does
         return (
             bool(found & self._words)
-            or any(k in text for k in self._cjk)
+            or any(k in low for k in self._cjk)
             or self.matches_beyond_keywords(text, hinted=True, lowered=low)
         ) and not self.excluded(text, low)
 
@@ -660,7 +662,8 @@ class HorizonRule(RuleSpec):
         if self.month is not None:
             return _next_month_end(saved, self.month, found.group(0))
         if self.day_of_month:
-            return _next_day_end(saved, int(found.group("day")))
+            day_said = found.group("day")
+            return _next_day_end(saved, int(day_said)) if day_said else None
         month = _MONTHS.get((found.group("month") or "").lower())
         if month is None and (found.group("month") or "").isdigit():
             month = int(found.group("month"))
@@ -689,9 +692,17 @@ def _day_end(saved: datetime, year: int | None, month: int, day: int) -> datetim
     return None
 
 
+# how many days before the day a memory is saved a day of the month it names is read as
+# past rather than next month's
+_DAY_JUST_PAST = 10
+
+
 def _next_day_end(saved: datetime, day: int) -> datetime | None:
     """The end of the next ``day`` of a month after ``saved``: this month's if it is still
-    to come, else the next month that has it (None: no month has it)."""
+    to come, else the next month that has it. A day up to ten days before ``saved`` is one
+    just past ("20号面试挂了" said on the 25th), which names no end (None)."""
+    if 0 < saved.day - day <= _DAY_JUST_PAST:
+        return None
     for ahead in range(3):
         index = saved.month - 1 + ahead
         try:
@@ -1331,13 +1342,13 @@ class TopicKeywords:
             frozenset(n for n, (_, rule) in enumerate(patterns) if not rule.needs),
         )
 
-    def found(self, folded: str, words: frozenset[str]) -> set[int]:
-        """Topics (by position) a plain or CJK keyword of which the text holds."""
+    def found(self, lowered: str, words: frozenset[str]) -> set[int]:
+        """Topics (by position) a plain or CJK keyword of which the lower-cased text holds."""
         hit: set[int] = set()
         by_word = self.by_word
         for word in words:
             hit.update(by_word.get(word, ()))
-        _starting(self.by_char, folded, hit)
+        _starting(self.by_char, lowered, hit)
         return hit
 
     def tried(self, lowered: str) -> dict[int, list[RuleSpec]]:
@@ -1386,7 +1397,7 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
     lowered = folded.lower()
     words = plain_words(lowered)
     index = policy.topic_keywords
-    hit = index.found(folded, words)
+    hit = index.found(lowered, words)
     hinted = index.hinted(lowered)
     tried = index.tried(lowered)
     return [
