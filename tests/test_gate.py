@@ -344,6 +344,26 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
     assert POLICY.horizons.until(text, "plan", saved) == until
 
 
+@pytest.mark.parametrize(
+    ("text", "memory_type", "until"),
+    [
+        # a habit being changed that names no time holds for a season, not a goal's month
+        ("I'm trying to cut right down on sugar", "goal", NOW + 90 * DAY),
+        ("最近在少吃主食，晚饭只吃菜", "goal", NOW + 90 * DAY),
+        # ... a span or a year it names still decides
+        ("接下来两周我在控糖，甜的一口都不碰", "goal", NOW + 14 * DAY),
+        ("I'm trying to cut down on red meat this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+        # a goal of another kind keeps its type's month; a wish is no goal
+        ("I want to get better at chess", "goal", None),
+        ("cut down on the jargon in your answers", "preference", None),
+    ],
+)
+def test_a_habit_being_changed_lasts_a_season_unless_it_names_a_time(
+    text: str, memory_type: str, until: datetime | None
+) -> None:
+    assert POLICY.horizons.until(text, memory_type, NOW) == until
+
+
 @pytest.mark.parametrize(("content", "memory_type", "until"), HORIZONS)
 def test_a_goal_or_plan_lasts_as_long_as_the_time_it_names(
     content: str, memory_type: str, until: datetime | None
@@ -539,6 +559,11 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Left Hollowpine in March — I'm full-time indie on my own game now", "job"),
         ("I love indie games", None),
         ("Keep things warm and chatty with me, I don't like it too stiff and formal", "tone"),
+        # the keys to a home in a named place, a business of one's own, a head's post now
+        ("Finally got the keys to a ground-floor bungalow in Bath!", "location"),
+        ("We got the keys to a holiday cottage for the week", None),
+        ("今年春天自己出来开了一家幼儿园，现在是园长了", "job"),
+        ("我老公自己开了一家店", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

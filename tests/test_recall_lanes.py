@@ -466,6 +466,11 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("高考倒计时100天", "occasions"),
         ("opened my own bank account", "business"),
         ("I always write with a fountain pen", "crafts"),
+        # a boat's draft is no food, a hotel's ballroom no dancing, a dip no dance
+        ("我这船吃水1米8，低潮的时候进出港要特别小心", "food"),
+        ("Compare a converted barn, a hotel ballroom and a walled garden", "fitness"),
+        ("Chips and salsa for the party", "fitness"),
+        ("Write a note for our cafe's website on how customers can book a table", "outings"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1157,6 +1162,20 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I get queasy the first day out on a boat", "transport", "coding"),
         ("Plan family dinners for the rest of June", "agenda", "coding"),
         ("周末想去水库下船钓翘嘴", "fishing", "coding"),
+        # everyday foods by name, dancing, blisters, something to watch, an easel, tides and
+        # moorings, a walk that hurts, a restaurant picked, a time asked for
+        ("Apples, pears and honey set my IBS off", "food", "coding"),
+        ("早餐一般是燕麦加酸奶，再来点蓝莓", "food", "coding"),
+        ("Any tips for surviving a full night of social dancing?", "fitness", "coding"),
+        ("想学几个新的 salsa 转圈花样，有什么推荐吗？", "fitness", "coding"),
+        ("I get blisters on the balls of my feet really easily", "health", "coding"),
+        ("Recommend something for us to watch tonight, we're wiped out", "screen", "coding"),
+        ("All I've got is a big heavy studio easel", "arts", "coding"),
+        ("帮我查查明天我停船那儿的潮汐时间", "boats", "coding"),
+        ("I only fish with handlines from the boat, no rods", "fishing", "coding"),
+        ("walking more than 20 minutes at a time really hurts", "mobility", "coding"),
+        ("Help me pick a restaurant in Manchester for our anniversary", "outings", "coding"),
+        ("我周三白天想约朋友吃个饭，几点比较合适？", "timetable", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(

@@ -721,6 +721,12 @@ def _next_month_end(saved: datetime, month: int, said: str) -> datetime:
     return _month_end(saved.year + ahead, month)
 
 
+class UndatedRule(RuleSpec):
+    """A kind of goal or plan that lasts ``days`` after it was saved when it names no time."""
+
+    days: PositiveInt
+
+
 class HorizonsSpec(_Model):
     """When a goal or plan ends, by the time its words name: "tomorrow" ends in days, "明年"
     at the end of next year. A memory of one of ``types`` that names none keeps its type's
@@ -735,6 +741,10 @@ class HorizonsSpec(_Model):
     # a wish of those types that says it holds every time or from now on lasts until
     # changed, whatever span it also names ("每次总结这周的工作，都用三段式")
     spell_unless: tuple[RuleSpec, ...] = ()
+    # a goal or plan of ``types`` that names no time may still last longer than its type's
+    # ttl by its kind: a habit being changed ("trying to cut down on sugar") is a season's
+    # work, not a month's. Consulted only when no rule above matched; the longest wins.
+    undated: tuple[UndatedRule, ...] = ()
     not_examples: tuple[str, ...] = ()
 
     @cached_property
@@ -757,6 +767,13 @@ class HorizonsSpec(_Model):
         else:
             rules = self._spell_rules
         ends = [end for rule in rules if (end := rule.until(folded, saved)) is not None]
+        if not ends and memory_type in self.types:
+            lowered = folded.lower()
+            ends = [
+                saved + timedelta(days=rule.days)
+                for rule in self.undated
+                if rule.tried_on(lowered) and rule.compiled.search(folded)
+            ]
         return max(ends) if ends else None
 
 
@@ -1833,6 +1850,8 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield ("horizons", "spell_types", i), f"{name} already ends by every rule"
     for i, unless in enumerate(spec.spell_unless):
         yield from _check_rule(unless, ("horizons", "spell_unless", i))
+    for i, undated in enumerate(spec.undated):
+        yield from _check_rule(undated, ("horizons", "undated", i))
     saved = datetime(2026, 1, 15, tzinfo=UTC)
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)
