@@ -564,6 +564,9 @@ def test_time_comes_only_from_the_argument() -> None:
         ("We got the keys to a holiday cottage for the week", None),
         ("今年春天自己出来开了一家幼儿园，现在是园长了", "job"),
         ("我老公自己开了一家店", None),
+        # foods taken up again say the way of eating changed
+        ("怀孕以后医生让我多补蛋白，鸡蛋和鱼我现在都吃了", "diet"),
+        ("我老公鸡蛋和鱼现在都吃了", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:
