@@ -350,6 +350,8 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         # a habit being changed that names no time holds for a season, not a goal's month
         ("I'm trying to cut right down on sugar", "goal", NOW + 90 * DAY),
         ("最近在少吃主食，晚饭只吃菜", "goal", NOW + 90 * DAY),
+        # a monthly cap kept is a goal of a year
+        ("摩托车相关的开销每个月不超过1500块", "goal", NOW + 365 * DAY),
         # ... a span or a year it names still decides
         ("接下来两周我在控糖，甜的一口都不碰", "goal", NOW + 14 * DAY),
         ("I'm trying to cut down on red meat this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
@@ -567,6 +569,14 @@ def test_time_comes_only_from_the_argument() -> None:
         # foods taken up again say the way of eating changed
         ("怀孕以后医生让我多补蛋白，鸡蛋和鱼我现在都吃了", "diet"),
         ("我老公鸡蛋和鱼现在都吃了", None),
+        # a move typed as a note, a manager now, an officer's post, units asked for by name;
+        # a phone platform jumped to is no job, too many miles no units
+        ("Packed up and moved to Dover so I can train in the Channel properly", "location"),
+        ("Got promoted! I'm project manager now, running three sites", "job"),
+        ("I'm the safety officer on a tunnelling project", "job"),
+        ("Got myself a Pixel 8, finally jumped ship to Android", "phone"),
+        ("Miles and mph for me please, I'm old school", "units"),
+        ("That's too many miles for me", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -471,6 +471,11 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("Compare a converted barn, a hotel ballroom and a walled garden", "fitness"),
         ("Chips and salsa for the party", "fitness"),
         ("Write a note for our cafe's website on how customers can book a table", "outings"),
+        # a stroke in the pool, an assembly line, going up to bed, an old-school manner
+        ("I had a great stroke rate in the pool", "health"),
+        ("流水线上班三班倒", "business"),
+        ("Heading up to bed now", "travel"),
+        ("Miles for me please, I'm old school", "study"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1176,6 +1181,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("walking more than 20 minutes at a time really hurts", "mobility", "coding"),
         ("Help me pick a restaurant in Manchester for our anniversary", "outings", "coding"),
         ("我周三白天想约朋友吃个饭，几点比较合适？", "timetable", "coding"),
+        # a voice's range, a stroke and its therapy, a cane, cold water swimming, a podcast's
+        # topics, a bedtime by the clock, a business's turnover, a journey to a named place
+        ("I'm a baritone, comfortable from about G2 to E4", "music", "coding"),
+        ("Since the stroke I struggle with words that start with P and B", "health", "coding"),
+        ("Give me practice sentences for my speech exercises", "health", "coding"),
+        ("I need my cane on grass or gravel", "mobility", "coding"),
+        ("今年冬天想开始冬泳，怎么循序渐进比较安全？", "fitness", "coding"),
+        ("帮我想十个下一季的选题方向", "creator", "coding"),
+        ("我一般晚上11点睡，早上6点起", "sleep", "coding"),
+        ("店里去年营业额大概120万", "business", "coding"),
+        ("Heading up to the Scottish Highlands on the bike in June", "travel", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
