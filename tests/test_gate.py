@@ -577,6 +577,14 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Got myself a Pixel 8, finally jumped ship to Android", "phone"),
         ("Miles and mph for me please, I'm old school", "units"),
         ("That's too many miles for me", None),
+        # a move by the whole family, a school's post by what is taught, a post just begun;
+        # catching one's breath is no tone
+        ("上个月全家搬到杭州了，还在适应", "location"),
+        ("我在一所小学教音乐，学生都是一到三年级", "job"),
+        ("Just started at a secondary school, teaching Years 7 to 11 now", "job"),
+        ("My son just started at a secondary school", None),
+        ("我女儿在一所小学教音乐", None),
+        ("孩子午睡一点到三点，那是我唯一能喘口气的时候", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -476,6 +476,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("流水线上班三班倒", "business"),
         ("Heading up to bed now", "travel"),
         ("Miles for me please, I'm old school", "study"),
+        # a grape is no snake
+        ("蛇龙珠是一种酿酒葡萄", "pets"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1192,6 +1194,19 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我一般晚上11点睡，早上6点起", "sleep", "coding"),
         ("店里去年营业额大概120万", "business", "coding"),
         ("Heading up to the Scottish Highlands on the bike in June", "travel", "coding"),
+        # walks and climbing gear, hours on one's feet, accompaniment, litter boxes, a
+        # vineyard's grapes, swallowing, an agent, the coming week's work, a stair gate, a plot
+        ("Any nice walks in the Peak District for this Saturday?", "fitness", "coding"),
+        ("I always bring my own 70m rope and 14 quickdraws", "fitness", "coding"),
+        ("I have to conduct a two-hour concert on my feet next month", "mobility", "coding"),
+        ("How can I practise accompaniment for the school musical?", "music", "coding"),
+        ("How many litter boxes do I actually need at home?", "pets", "coding"),
+        ("我们酒庄主要种赤霞珠，还有一小块霞多丽", "food", "coding"),
+        ("淑芬现在吞咽不太好，硬的东西容易呛着", "food", "coding"),
+        ("帮我给经纪人发条微信，问问演出费谈得怎么样了", "work", "coding"),
+        ("帮我排一下接下来这一周组里的活儿", "agenda", "coding"),
+        ("楼梯安全门怎么选？", "child", "coding"),
+        ("Off to Cornwall for a week, so the plot has to fend for itself", "garden", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
