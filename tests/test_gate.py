@@ -350,8 +350,12 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         # a habit being changed that names no time holds for a season, not a goal's month
         ("I'm trying to cut right down on sugar", "goal", NOW + 90 * DAY),
         ("最近在少吃主食，晚饭只吃菜", "goal", NOW + 90 * DAY),
-        # a monthly cap kept is a goal of a year
+        # a monthly cap on spending kept is a goal of a year, unless it names a time
         ("摩托车相关的开销每个月不超过1500块", "goal", NOW + 365 * DAY),
+        ("接下来三个月每个月开销不超过3000", "goal", NOW + 93 * DAY),
+        # a plan is no habit
+        ("Cut down on the guest list for the party", "plan", None),
+        ("想换个每月流量不超过30G的便宜套餐", "plan", None),
         # ... a span or a year it names still decides
         ("接下来两周我在控糖，甜的一口都不碰", "goal", NOW + 14 * DAY),
         ("I'm trying to cut down on red meat this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
@@ -585,6 +589,15 @@ def test_time_comes_only_from_the_argument() -> None:
         ("My son just started at a secondary school", None),
         ("我女儿在一所小学教音乐", None),
         ("孩子午睡一点到三点，那是我唯一能喘口气的时候", None),
+        # someone else, a textbook, a room opened, foods one can't afford, a quantity asked for
+        ("My sister got the keys to a flat in Leeds", None),
+        ("Got the keys to a holiday cottage in Devon for half term", None),
+        ("小王现在是组长了", None),
+        ("小李自己开了一家花店", None),
+        ("我自己开了一个会议室，大家进来吧", None),
+        ("我在看高中教材", None),
+        ("海鲜现在也吃不起了", None),
+        ("Can you convert 10 miles for me, please?", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

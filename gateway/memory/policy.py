@@ -722,9 +722,12 @@ def _next_month_end(saved: datetime, month: int, said: str) -> datetime:
 
 
 class UndatedRule(RuleSpec):
-    """A kind of goal or plan that lasts ``days`` after it was saved when it names no time."""
+    """A kind of goal or plan that lasts ``days`` after it was saved when it names no time;
+    only memories of ``types`` (none: every type horizons end), so that a plan to "cut down on
+    the guest list" stays a plan."""
 
     days: PositiveInt
+    types: tuple[Name, ...] = ()
 
 
 class HorizonsSpec(_Model):
@@ -772,7 +775,9 @@ class HorizonsSpec(_Model):
             ends = [
                 saved + timedelta(days=rule.days)
                 for rule in self.undated
-                if rule.tried_on(lowered) and rule.compiled.search(folded)
+                if (not rule.types or memory_type in rule.types)
+                and rule.tried_on(lowered)
+                and rule.compiled.search(folded)
             ]
         return max(ends) if ends else None
 
@@ -1852,6 +1857,9 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
         yield from _check_rule(unless, ("horizons", "spell_unless", i))
     for i, undated in enumerate(spec.undated):
         yield from _check_rule(undated, ("horizons", "undated", i))
+        for j, name in enumerate(undated.types):
+            if name not in spec.types:
+                yield ("horizons", "undated", i, "types", j), f"{name} is not in horizons.types"
     saved = datetime(2026, 1, 15, tzinfo=UTC)
     for i, rule in enumerate(spec.rules):
         loc: Loc = ("horizons", "rules", i)
