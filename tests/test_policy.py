@@ -349,6 +349,15 @@ def test_a_day_of_the_month_is_read_from_its_day_group(tmp_path: Path) -> None:
     )
 
 
+def test_an_undated_kind_names_types_horizons_end(tmp_path: Path) -> None:
+    old = "  undated:\n    - types: [goal]\n"
+    path, line = variant(tmp_path, old, "  undated:\n    - types: [goal, preference]\n")
+    assert re.search(
+        rf":{line + 1}: horizons\.undated\[0\]\.types\[1\]: preference is not in horizons",
+        error_of(path),
+    )
+
+
 def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
     old = "      month: 10\n"
     path, line = variant(tmp_path, old, "      month: 10\n      spell: true\n")
