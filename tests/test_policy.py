@@ -324,38 +324,50 @@ def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
     )
 
 
-def test_a_horizon_rule_ends_one_way(tmp_path: Path) -> None:
-    old = "      month: 10\n"
-    path, line = variant(tmp_path, old, "      month: 10\n      days: 7\n")
-    assert re.search(
-        rf":{line - 1}: horizons\.rules\[\d+\]: needs exactly one of days, month_end",
-        error_of(path),
-    )
-
-
-def test_a_day_of_the_month_is_read_from_its_day_group(tmp_path: Path) -> None:
-    old = "      day_of_month: true\n"
-    path, line = variant(tmp_path, old, "      day_of_month: true\n      days: 3\n")
-    assert re.search(rf":{line - 1}: horizons\.rules\[\d+\]: needs exactly one of", error_of(path))
-    path, line = variant(tmp_path, old, "      days: 3\n")
-    assert re.search(
-        r"horizons\.rules\[\d+\]\.regex: only a named_month or day_of_month rule reads",
-        error_of(path),
-    )
-    path, line = variant(tmp_path, "      month: 10\n", "      day_of_month: true\n")
-    assert re.search(
-        r"horizons\.rules\[\d+\]\.regex: a day_of_month rule needs a \(\?P<day>",
-        error_of(path),
-    )
-
-
-def test_an_undated_kind_names_types_horizons_end(tmp_path: Path) -> None:
-    old = "  undated:\n    - types: [goal]\n"
-    path, line = variant(tmp_path, old, "  undated:\n    - types: [goal, preference]\n")
-    assert re.search(
-        rf":{line + 1}: horizons\.undated\[0\]\.types\[1\]: preference is not in horizons",
-        error_of(path),
-    )
+@pytest.mark.parametrize(
+    ("old", "new", "offset", "problem"),
+    [
+        # a rule ends one way only
+        (
+            "      month: 10\n",
+            "      month: 10\n      days: 7\n",
+            -1,
+            r"horizons\.rules\[\d+\]: needs exactly one of days, month_end",
+        ),
+        # a day of the month is read from its day group, and only such a rule reads one
+        (
+            "      day_of_month: true\n",
+            "      day_of_month: true\n      days: 3\n",
+            -1,
+            r"horizons\.rules\[\d+\]: needs exactly one of",
+        ),
+        (
+            "      day_of_month: true\n",
+            "      days: 3\n",
+            None,
+            r"horizons\.rules\[\d+\]\.regex: only a named_month or day_of_month rule reads",
+        ),
+        (
+            "      month: 10\n",
+            "      day_of_month: true\n",
+            None,
+            r"horizons\.rules\[\d+\]\.regex: a day_of_month rule needs a \(\?P<day>",
+        ),
+        # an undated kind names only types horizons end
+        (
+            "  undated:\n    - types: [goal]\n",
+            "  undated:\n    - types: [goal, preference]\n",
+            1,
+            r"horizons\.undated\[0\]\.types\[1\]: preference is not in horizons",
+        ),
+    ],
+)
+def test_a_horizon_rule_that_cannot_be_read_is_refused(
+    tmp_path: Path, old: str, new: str, offset: int | None, problem: str
+) -> None:
+    path, line = variant(tmp_path, old, new)
+    where = "" if offset is None else f":{line + offset}: "
+    assert re.search(where + problem, error_of(path))
 
 
 def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:

@@ -733,8 +733,8 @@ class UndatedRule(RuleSpec):
 class HorizonsSpec(_Model):
     """When a goal or plan ends, by the time its words name: "tomorrow" ends in days, "明年"
     at the end of next year. A memory of one of ``types`` that names none keeps its type's
-    ``ttl_days``; one that names several lasts until the latest. An explicit expiry given
-    with the memory wins."""
+    ``ttl_days``, unless it is of a kind ``undated`` gives a lifetime; one that names several
+    lasts until the latest. An explicit expiry given with the memory wins."""
 
     types: tuple[Name, ...]
     rules: tuple[HorizonRule, ...]
