@@ -362,6 +362,9 @@ HEARING = [
         ("周末去了趟宜家，从宜家搬回一个书架", None),
         ("I'm doing some pro bono work for Oxfam", None),
         ("I use yarn for package management", "package_manager"),
+        # a job quit some time ago, told without "我"; a wish to quit is no change
+        ("图书馆那份工上个月辞了，现在全职带孙子", "job"),
+        ("这份工作太累了，真想辞了", None),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -1762,6 +1765,26 @@ def test_a_sentence_to_translate_is_not_what_the_user_asks_about(gateway: Gatewa
     assert me.injected(raw) == []
 
 
+def test_a_text_to_work_on_links_only_what_the_instruction_names(gateway: Gateway) -> None:
+    """Once the text to translate is set aside, a bare instruction is all that is left: its
+    meaning says nothing of the user, so it links no fact by meaning. An instruction that
+    names a subject still links by it."""
+    from gateway.memory.recall import works_on_given_text
+
+    me = User(gateway)
+    me.remember("我的船叫'海燕号'", type="profile")
+    lease = me.remember("We rent our flat and the landlord is slow to answer", type="profile")
+    asked = "帮我翻译这句话：The meeting has been moved to Thursday afternoon."
+    assert works_on_given_text(asked)
+    assert me.injected(ask(me, asked)) == []
+    assert lease in me.injected(
+        ask(
+            me, "Rewrite this email to my landlord about the rent so it sounds firmer: hi, the rent"
+        )
+    )
+    assert not works_on_given_text("What time is it in Tokyo: morning or night?")
+
+
 def test_a_question_about_words_is_not_what_the_user_asks_about(gateway: Gateway) -> None:
     me = User(gateway)
     me.remember("女儿3岁了，正是猫嫌狗厌的年纪", type="profile")
@@ -1874,6 +1897,49 @@ def test_what_a_later_memory_ends(
             "今年在攒首付 能省则省",
             "goal",
             "dropped my phone n the screen's cracked, fix it or just get a new one?",
+        ),
+        # what limits the user's moving meets a place to stay, to eat or to get up to
+        (
+            "I use a wheelchair and can't manage even a single step",
+            "profile",
+            "帮我找几家巴黎的酒店，预算每晚150欧左右",
+        ),
+        (
+            "I'm a wheelchair user, so I need step-free entry wherever I go",
+            "profile",
+            "Find me a nice restaurant for dinner tonight, somewhere with good seafood",
+        ),
+        (
+            "My knees can't cope with steep steps any more, I walk with a stick",
+            "profile",
+            "邮轮停靠圣托里尼，我们怎么上到费拉镇比较好？",
+        ),
+        # a forecast read as a boater reads it; a fish to catch; the sky at night
+        (
+            "My boat's only a 4.8 m tinny, I don't take it out if the wind's over 15 knots",
+            "profile",
+            "Forecast says 20 knots south-easterly tomorrow. Worth heading out for flathead?",
+        ),
+        (
+            "我的望远镜是102mm折射镜，配的是EQ3赤道仪",
+            "profile",
+            "Can I photograph the Orion Nebula with my current setup?",
+        ),
+        # units of alcohol, a stall's costs, a phone's settings
+        (
+            "My GP wants me to keep it to one unit a day max because of my liver results",
+            "profile",
+            "Can I have a glass of wine at the birthday lunch on Sunday?",
+        ),
+        (
+            "My pitch at the farmers' market is £35 every Saturday",
+            "profile",
+            "Ingredients are about 22p per cookie. How many do I need to sell to break even?",
+        ),
+        (
+            "Finally treated myself - got a Samsung Galaxy S23",
+            "profile",
+            "How do I set up a bedtime mode that silences everything except calls?",
         ),
     ],
 )
@@ -2476,6 +2542,9 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("a bitwise operation in C", "health"),
         ("医保卡丢了，去哪儿补办？要带什么？", "travel"),
         ("How do I free up storage on my phone?", "home"),
+        # what to do before a test is no free time; a hotel (酒店) is no drink
+        ("What should I do to prepare for my annual blood test on Monday?", "free_time"),
+        ("帮我订一家巴黎的酒店", "food"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
@@ -2511,3 +2580,13 @@ def test_cancelling_a_membership_says_a_change(policy: Policy) -> None:
     assert says_change("cancelled Equinox, working out at home now with dumbbells", policy)
     assert says_change("cancelled my gym membership, running outside instead", policy)
     assert not says_change("I cancelled the meeting with the vendor", policy)
+
+
+def test_a_rota_redone_or_a_device_swapped_says_a_change(policy: Policy) -> None:
+    from gateway.memory.policy import says_change
+
+    assert says_change(
+        "Rota's been redone - I'm on long days Thursday to Saturday from here on", policy
+    )
+    assert says_change("把 SumUp 换掉了，现在用 Square 的读卡器", policy)
+    assert not says_change("My rota is three nights on, four off", policy)

@@ -79,6 +79,12 @@ def own_words(text: str) -> str:
     return _PASTED.sub(lambda m: m.group("ask") or " ", text)
 
 
+def works_on_given_text(text: str) -> bool:
+    """Whether the request asks to translate, rewrite, proofread or summarise a text it
+    carries after a colon ("帮我翻译这句话：..."): then its own words are the instruction alone."""
+    return any(m.group("ask") for m in _PASTED.finditer(text))
+
+
 # Memories of one user above which recall switches to its large-user searches: the vector
 # search walks HNSW in batches, and the keyword search leaves out the topic clause (see
 # ``Recaller._search``). ``memgate bench recall`` times both sides of it.
@@ -370,7 +376,8 @@ class Recaller:
         # arbitrary few. There, topical memories are found by their words and their meaning
         # (the vector search), and a shared topic still counts towards relevance: the
         # request's topics are then read while Redis runs both searches, not before.
-        about = None if large else self._about(own)
+        given = own != text and works_on_given_text(text)
+        about = None if large else self._about(own, given)
         by_topic = about.memory_topics if about is not None else []
         keywords = asyncio.ensure_future(
             store.text_hits(
@@ -393,7 +400,7 @@ class Recaller:
             embedded_at = self.clock.monotonic()
             await store.sent()  # before the topics or the caller's preview hold the loop
             if about is None:
-                about = self._about(own)
+                about = self._about(own, given)
         except BaseException:
             _abandon(keywords)
             if vector_search is not None:
@@ -415,9 +422,13 @@ class Recaller:
             about.general,
         )
 
-    def _about(self, own: str) -> _About:
+    def _about(self, own: str, given: bool) -> _About:
         """What the request's own words are about: its topics, the memory topics they
-        reach (found by keywords) and the names it holds."""
+        reach (found by keywords) and the names it holds. ``given``: the request works on a
+        text it carries (``works_on_given_text``); when its instruction names no topic, the
+        user's life is no part of it ("帮我翻译这句话：..."), and the meaning of a bare
+        instruction says nothing, so only a name both write links a memory, as for a
+        question about how the world is."""
         query_topics = topics_of(own, self.policy)
         names = (
             name_words(own)
@@ -428,7 +439,7 @@ class Recaller:
             query_topics,
             sorted(self.policy.topics_reaching(query_topics)),
             names,
-            general_question(own, self.policy),
+            general_question(own, self.policy) or (given and not query_topics),
         )
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
