@@ -199,6 +199,15 @@ HORIZONS = [
     ("dentist tomorrow at 9", "plan", NOW + 2 * DAY),
     ("明天一早要去批发市场进货", "plan", NOW + 2 * DAY),
     ("后天要去医院复查", "plan", NOW + 3 * DAY),
+    # today, unless it is when something starts: then the type's lifetime
+    ("今天下午带孙女去打疫苗，提醒我带上接种本", "plan", NOW + 2 * DAY),
+    ("Picking up the new glasses this afternoon", "plan", NOW + 2 * DAY),
+    ("I'm starting keto today", "goal", NOW + 30 * DAY),
+    ("从今天开始每天跑步", "goal", NOW + 30 * DAY),
+    ("Starting a two-week juice cleanse today", "goal", NOW + 14 * DAY),
+    # a weekday it holds until or is due by
+    ("Taper week: keeping every run under 8 km until Sunday's race", "goal", NOW + 7 * DAY),
+    ("Need to get the report done by Friday", "plan", NOW + 7 * DAY),
     ("this weekend we're hosting my in-laws", "plan", NOW + 7 * DAY),
     ("这周末要给店里做个大扫除", "plan", NOW + 7 * DAY),
     ("周五要交报告", "plan", NOW + 7 * DAY),

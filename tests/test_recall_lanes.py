@@ -1925,6 +1925,8 @@ def test_what_a_later_memory_ends(
             "profile",
             "Can I photograph the Orion Nebula with my current setup?",
         ),
+        # where the user lives meets what to do with a free weekend
+        ("我住在上海徐汇", "profile", "这个周末想放松一下，有什么推荐的安排？"),
         # units of alcohol, a stall's costs, a phone's settings
         (
             "My GP wants me to keep it to one unit a day max because of my liver results",
@@ -2545,6 +2547,8 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         # what to do before a test is no free time; a hotel (酒店) is no drink
         ("What should I do to prepare for my annual blood test on Monday?", "free_time"),
         ("帮我订一家巴黎的酒店", "food"),
+        # the kind of restaurant to name is no outing to plan
+        ("同事周五要请我吃饭，让我推荐餐厅类型，我该怎么说比较好？", "outings"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
