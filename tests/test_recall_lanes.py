@@ -365,6 +365,14 @@ HEARING = [
         # a job quit some time ago, told without "我"; a wish to quit is no change
         ("图书馆那份工上个月辞了，现在全职带孙子", "job"),
         ("这份工作太累了，真想辞了", None),
+        # treatment at a hospital is no post there; a family moved together; a manner to
+        # leave out
+        ("我在北医三院做试管，挂号太难了", None),
+        ("上个月举家搬到杭州了，新学校这边刚上任", "location"),
+        (
+            "Please don't do the super cheerful 'stay positive!!' thing with me. Facts, straight",
+            "tone",
+        ),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -1925,6 +1933,44 @@ def test_what_a_later_memory_ends(
             "profile",
             "Can I photograph the Orion Nebula with my current setup?",
         ),
+        # fertility treatment meets exercise; a weak ankle a walk; a back a long drive
+        (
+            "我在做试管，这周开始打促排针了",
+            "profile",
+            "Is it ok if I keep going to my hot yoga classes this week?",
+        ),
+        (
+            "My left ankle is still a bit weak since I sprained it in March",
+            "profile",
+            "Plan me a day walk in the Peak District that I can do with the dog",
+        ),
+        (
+            "我腰椎不好，连着坐超过两个小时就疼得受不了",
+            "profile",
+            "Plan me a route from Manchester to Aberdeen tomorrow with proper stops along the way",
+        ),
+        # an irregular income meets a budget; working for oneself the tax to put aside
+        (
+            "我是自由译者，收入很不稳定，有的月份两万多，有的月份才三千",
+            "profile",
+            "帮我做一个每个月的预算计划吧",
+        ),
+        (
+            "Went freelance in January, working for myself now!",
+            "profile",
+            "How much should I set aside each month for tax?",
+        ),
+        # the bench's instruments meet a repair; a rota meets the days a request names
+        (
+            "我家里有台泰克465示波器，还有一个信号发生器，都是老设备但好用",
+            "profile",
+            "一台老式电子管收音机通电后灯亮但完全没声音，该怎么一步步排查？",
+        ),
+        (
+            "我每个月第一周轮 on-call，那一周晚上基本没法安排活动",
+            "profile",
+            "7月有两场演唱会，7月3号和7月17号，帮我看看约朋友去哪场比较合适？",
+        ),
         # where the user lives meets what to do with a free weekend
         ("我住在上海徐汇", "profile", "这个周末想放松一下，有什么推荐的安排？"),
         # units of alcohol, a stall's costs, a phone's settings
@@ -2549,6 +2595,14 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
         ("帮我订一家巴黎的酒店", "food"),
         # the kind of restaurant to name is no outing to plan
         ("同事周五要请我吃饭，让我推荐餐厅类型，我该怎么说比较好？", "outings"),
+        # code ported is no embryo transferred; a translator's CAT tool is no cat; a way to
+        # get to a level is no journey
+        ("把这个库移植到 ARM 上", "pregnancy"),
+        ("怎么把 Excel 里的术语表批量导入到我的 CAT 工具里？", "pets"),
+        (
+            "What's a realistic way to get to conversational Spanish in about three months?",
+            "transport",
+        ),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
@@ -2594,3 +2648,19 @@ def test_a_rota_redone_or_a_device_swapped_says_a_change(policy: Policy) -> None
     )
     assert says_change("把 SumUp 换掉了，现在用 Square 的读卡器", policy)
     assert not says_change("My rota is three nights on, four off", policy)
+    assert says_change("Consultant's taken Dad off the haloperidol completely", policy)
+    assert says_change(
+        "Got a Hakko FX-888D for my birthday, the Antex has gone in the drawer", policy
+    )
+
+
+def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:
+    """A later database then ends it as any other value of a one-valued slot."""
+    from gateway.memory.policy import derive_slot
+
+    kept = "medtracker keeps everything in a doses.csv file for now"
+    assert derive_slot(kept, policy, "project") == "database"
+    assert derive_slot("medtracker 已经改成 SQLite 了，那个 CSV 文件删掉了", policy, "project") == (
+        "database"
+    )
+    assert derive_slot("Export the monthly report as a CSV file", policy, "project") is None
