@@ -208,6 +208,8 @@ HORIZONS = [
     # a weekday it holds until or is due by
     ("Taper week: keeping every run under 8 km until Sunday's race", "goal", NOW + 7 * DAY),
     ("Need to get the report done by Friday", "plan", NOW + 7 * DAY),
+    # a challenge named after its month ends with it, whatever year it says
+    ("Doing Dry January this year, no booze at all", "goal", datetime(2026, 2, 1, tzinfo=UTC)),
     ("this weekend we're hosting my in-laws", "plan", NOW + 7 * DAY),
     ("这周末要给店里做个大扫除", "plan", NOW + 7 * DAY),
     ("周五要交报告", "plan", NOW + 7 * DAY),
@@ -368,6 +370,9 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         # ... a span or a year it names still decides
         ("接下来两周我在控糖，甜的一口都不碰", "goal", NOW + 14 * DAY),
         ("I'm trying to cut down on red meat this year", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
+        # a diet kept for now is a habit being changed
+        ("I'm doing low-carb right now, trying to stay under 50g a day", "goal", NOW + 90 * DAY),
+        ("Doing keto for two weeks", "goal", NOW + 14 * DAY),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to get better at chess", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),

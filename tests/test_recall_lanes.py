@@ -369,6 +369,14 @@ HEARING = [
         # leave out
         ("我在北医三院做试管，挂号太难了", None),
         ("上个月举家搬到杭州了，新学校这边刚上任", "location"),
+        # working for oneself is a post
+        ("I'm a full-time solo indie dev, my two apps are my whole income", "job"),
+        ("Left Hale & Brook — it's my own practice now, just me and one assistant", "job"),
+        ("去年底自己出来单干了，在镇上开了家自己的药房", "job"),
+        (
+            "We finally got the keys and moved into the farmhouse just outside Hay-on-Wye!",
+            "location",
+        ),
         (
             "Please don't do the super cheerful 'stay positive!!' thing with me. Facts, straight",
             "tone",
@@ -1680,6 +1688,16 @@ def test_a_change_recalled_beside_what_it_changed_leaves_that_out(gateway: Gatew
     assert dropped["reason"] == "conflict"
 
 
+def test_a_drawing_tool_ditched_for_another_leaves_the_old_one_out(gateway: Gateway) -> None:
+    me = User(gateway)
+    me.remember("I do all my drawings in AutoCAD, been using it for 15 years", type="profile")
+    new = me.remember(
+        "Studio ditched CAD in March, it's all Revit for me from here on", type="profile"
+    )
+    raw = ask(me, "How do I set up a sheet template for planning drawings with our title block?")
+    assert me.injected(raw) == [new]
+
+
 def test_a_change_for_the_users_health_ends_a_habit(gateway: Gateway) -> None:
     me = User(gateway)
     me.remember("我不挑食，啥都能吃", type="profile")
@@ -1970,6 +1988,50 @@ def test_what_a_later_memory_ends(
             "我每个月第一周轮 on-call，那一周晚上基本没法安排活动",
             "profile",
             "7月有两场演唱会，7月3号和7月17号，帮我看看约朋友去哪场比较合适？",
+        ),
+        # what a child may eat meets a lunchbox; an EV's range a long fare; a climbing goal
+        # a training week; home a place to go
+        (
+            "乐乐的lunchbox必须完全nut-free，学校规定加上他自己过敏",
+            "profile",
+            "What should I put in Lele's lunchbox this week? Running out of ideas.",
+        ),
+        (
+            "My cab is fully electric, real-world range is about 400 km on a full charge",
+            "profile",
+            "明天有个客人要包车去300公里外的城市，送完我再空车回来，电够不够？",
+        ),
+        (
+            "I'm working towards sending my first V5 boulder",
+            "goal",
+            "Can you design a training week for me? I have 4 sessions and a hangboard at home.",
+        ),
+        (
+            "I live in Hong Kong, Sai Ying Pun",
+            "profile",
+            "Where can I climb indoors this Saturday?",
+        ),
+        # skin that burns meets a beach bag; a kitchen's budget its units; a honey that sets
+        # its jars; babies' age their night feeds
+        (
+            "I burn really easily, fair skin and freckles",
+            "profile",
+            "Going to the beach on Sunday with the grandkids, what should I pack?",
+        ),
+        (
+            "We want to keep the whole kitchen under £12k all in, including fitting",
+            "goal",
+            "Help us compare a handmade oak kitchen with an IKEA carcass plus custom fronts.",
+        ),
+        (
+            "Most of my honey is oilseed rape, it sets like concrete if I'm not quick",
+            "profile",
+            "How should I store this year's jars so they don't crystallise so fast?",
+        ),
+        (
+            "The twins are 7 weeks old now, they came at 36 weeks",
+            "profile",
+            "How many night feeds is normal at this age? They're still waking every 2 hours.",
         ),
         # where the user lives meets what to do with a free weekend
         ("我住在上海徐汇", "profile", "这个周末想放松一下，有什么推荐的安排？"),
@@ -2603,6 +2665,10 @@ def test_what_is_pasted_is_not_what_the_request_is_about(policy: Policy) -> None
             "What's a realistic way to get to conversational Spanish in about three months?",
             "transport",
         ),
+        # a food bank is no bank; legs are no livestock; an engine is no bouldering grade
+        ("我每周二和周四上午在食物银行帮忙分拣罐头", "money"),
+        ("Our office is on the 5th floor with no lift, great for the calves", "pets"),
+        ("My V8 engine needs a service", "sports"),
     ],
 )
 def test_ordinary_phrases_do_not_take_a_topic_by_one_word(
