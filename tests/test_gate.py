@@ -208,6 +208,9 @@ HORIZONS = [
     # a weekday it holds until or is due by
     ("Taper week: keeping every run under 8 km until Sunday's race", "goal", NOW + 7 * DAY),
     ("Need to get the report done by Friday", "plan", NOW + 7 * DAY),
+    # ... but not a weekday that comes back every week, nor a today said for good
+    ("no coffee on workdays, Monday till Friday", "goal", NOW + 30 * DAY),
+    ("This morning my doctor told me to cut out sugar for good", "goal", NOW + 30 * DAY),
     # a challenge named after its month ends with it, whatever year it says
     ("Doing Dry January this year, no booze at all", "goal", datetime(2026, 2, 1, tzinfo=UTC)),
     ("this weekend we're hosting my in-laws", "plan", NOW + 7 * DAY),

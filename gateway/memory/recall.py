@@ -116,7 +116,9 @@ class _Searches:
     embedded_at: float
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
-    general: bool  # asks how the world is, not about the user (policy.general_question)
+    # asks how the world is, not about the user (policy.general_question), or only works on
+    # a text it carries with an instruction that names no topic (Recaller._about)
+    general: bool
 
     @property
     def names(self) -> list[str]:
