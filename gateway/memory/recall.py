@@ -76,13 +76,27 @@ _PASTED = re.compile(
 def own_words(text: str) -> str:
     """The request without fenced code, quoted text, quoted lines and the text after "rewrite
     / translate ...:": the words whose topics say what the request is about."""
-    return _PASTED.sub(lambda m: m.group("ask") or " ", text)
+    return read_own_words(text)[0]
 
 
 def works_on_given_text(text: str) -> bool:
     """Whether the request asks to translate, rewrite, proofread or summarise a text it
     carries after a colon ("帮我翻译这句话：..."): then its own words are the instruction alone."""
-    return any(m.group("ask") for m in _PASTED.finditer(text))
+    return read_own_words(text)[1]
+
+
+def read_own_words(text: str) -> tuple[str, bool]:
+    """``own_words`` and ``works_on_given_text`` in one pass over the request (recall reads
+    both on every request)."""
+    asked = False
+
+    def kept(m: re.Match[str]) -> str:
+        nonlocal asked
+        ask: str | None = m.group("ask")
+        asked = asked or bool(ask)
+        return ask or " "
+
+    return _PASTED.sub(kept, text), asked
 
 
 # Memories of one user above which recall switches to its large-user searches: the vector
@@ -369,7 +383,7 @@ class Recaller:
             )
         )
         spec = self.policy.recall
-        own = own_words(text)
+        own, given = read_own_words(text)
         words = search_text(text)
         pool = spec.candidate_pool
         large = plan.count > LARGE_USER
@@ -378,7 +392,6 @@ class Recaller:
         # arbitrary few. There, topical memories are found by their words and their meaning
         # (the vector search), and a shared topic still counts towards relevance: the
         # request's topics are then read while Redis runs both searches, not before.
-        given = own != text and works_on_given_text(text)
         about = None if large else self._about(own, given)
         by_topic = about.memory_topics if about is not None else []
         keywords = asyncio.ensure_future(
