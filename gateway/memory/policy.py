@@ -22,6 +22,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, get_args
 
+import ahocorasick  # type: ignore[import-not-found]
 import opencc
 import rjieba  # type: ignore[import-not-found]
 import yaml
@@ -1304,110 +1305,86 @@ def derive_applies(
     return spec.default
 
 
+# What a string found in a text stands for (``TopicKeywords.substrings``): a CJK keyword of
+# a topic, the longest word of some of a topic's phrases, a word one of a pattern's ``needs``.
+_KEYWORD, _HINT, _NEED = 0, 1, 2
+
+
 @dataclass(frozen=True)
 class TopicKeywords:
-    """Every topic's keywords indexed by what a text is scanned for (its words, its
-    characters), so that a request costs a lookup per word and per character instead of a
-    scan per keyword per topic: topic detection runs before each recall's searches are
-    sent. Decides exactly as ``TopicSpec.matches`` (a test holds the two equal)."""
+    """Every topic's keywords indexed by what a text is scanned for, so that a request costs
+    a lookup per word and one pass over its characters instead of a scan per keyword per
+    topic: topic detection runs on every recall. Decides exactly as ``TopicSpec.matches``
+    (a test holds the two equal)."""
 
     by_word: dict[str, tuple[int, ...]]  # plain keyword -> topics (by position)
-    by_char: dict[str, tuple[tuple[str, int], ...]]  # a CJK keyword's first character
-    # a phrase's longest word and its topic, by the word's first two characters (a lookup
-    # per position of a text, not a substring search per hint); a hint of one character is
-    # looked for as it is
-    hint_pairs: dict[str, tuple[tuple[str, int], ...]]
-    short_hints: tuple[tuple[str, int], ...]
-    # every topic's patterns, numbered: (topic, pattern); a pattern's ``needs`` words by
-    # their first two characters, as the hints (a lookup per position of a text, not a
-    # search per pattern), and the patterns that need nothing, tried on every text
-    patterns: tuple[tuple[int, RuleSpec], ...]
-    need_pairs: dict[str, tuple[tuple[str, int], ...]]
-    short_needs: tuple[tuple[str, int], ...]
-    need_nothing: frozenset[int]
+    # Every string looked for inside the lower-cased text (CJK keywords, phrases' longest
+    # words, patterns' needs), each with what it stands for: (_KEYWORD, topic), (_HINT,
+    # phrase) or (_NEED, pattern). One Aho-Corasick pass finds them all wherever they
+    # start; None when there are none.
+    substrings: Any
+    # every topic's phrases (``TopicSpec._phrases``) and patterns, numbered: (topic, regex);
+    # the patterns that need nothing are tried on every text
+    phrases: tuple[tuple[int, re.Pattern[str]], ...]
+    patterns: tuple[tuple[int, re.Pattern[str]], ...]
+    need_nothing: tuple[int, ...]
 
     @staticmethod
     def of(topics: Sequence[TopicSpec]) -> TopicKeywords:
         by_word: dict[str, list[int]] = {}
-        by_char: dict[str, list[tuple[str, int]]] = {}
-        pairs: dict[str, list[tuple[str, int]]] = {}
-        short: list[tuple[str, int]] = []
+        found: dict[str, list[tuple[int, int]]] = {}
+        phrases: list[tuple[int, re.Pattern[str]]] = []
         patterns: list[tuple[int, RuleSpec]] = []
-        need_pairs: dict[str, list[tuple[str, int]]] = {}
-        short_needs: list[tuple[str, int]] = []
         for i, topic in enumerate(topics):
             for rule in topic.patterns:
-                number = len(patterns)
-                patterns.append((i, rule))
                 for need in rule.needs:
-                    (need_pairs.setdefault(need[:2], []) if len(need) > 1 else short_needs).append(
-                        (need, number)
-                    )
+                    found.setdefault(need, []).append((_NEED, len(patterns)))
+                patterns.append((i, rule))
             for word in topic._words:
                 by_word.setdefault(word, []).append(i)
             for keyword in topic._cjk:
-                by_char.setdefault(keyword[0], []).append((keyword, i))
-            for hint in topic._phrases:
-                (pairs.setdefault(hint[:2], []) if len(hint) > 1 else short).append((hint, i))
-
-        def frozen(index: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
-            return {key: tuple(values) for key, values in index.items()}
-
+                found.setdefault(keyword, []).append((_KEYWORD, i))
+            for hint, phrase in topic._phrases.items():
+                found.setdefault(hint, []).append((_HINT, len(phrases)))
+                phrases.append((i, phrase))
+        substrings = None
+        if found:
+            substrings = ahocorasick.Automaton()
+            for string, stands_for in found.items():
+                substrings.add_word(string, tuple(dict.fromkeys(stands_for)))
+            substrings.make_automaton()
         return TopicKeywords(
-            frozen(by_word),
-            frozen(by_char),
-            frozen(pairs),
-            tuple(short),
-            tuple(patterns),
-            frozen(need_pairs),
-            tuple(short_needs),
-            frozenset(n for n, (_, rule) in enumerate(patterns) if not rule.needs),
+            {word: tuple(values) for word, values in by_word.items()},
+            substrings,
+            tuple(phrases),
+            tuple((topic, rule.compiled) for topic, rule in patterns),
+            tuple(n for n, (_, rule) in enumerate(patterns) if not rule.needs),
         )
 
-    def found(self, lowered: str, words: frozenset[str]) -> set[int]:
-        """Topics (by position) a plain or CJK keyword of which the lower-cased text holds."""
+    def read(
+        self, lowered: str, words: frozenset[str]
+    ) -> tuple[set[int], dict[int, list[re.Pattern[str]]]]:
+        """For a lower-cased text and its plain words: the topics (by position) one of whose
+        plain or CJK keywords it holds, and by topic, the regexes worth trying on it: the
+        phrases whose longest word it holds (as a substring, as a phrase's regex may join
+        words: "icecream") and the patterns one of whose ``needs`` it holds or that need
+        nothing (``RuleSpec.tried_on`` for every pattern at once)."""
         hit: set[int] = set()
         by_word = self.by_word
         for word in words:
             hit.update(by_word.get(word, ()))
-        _starting(self.by_char, lowered, hit)
-        return hit
-
-    def tried(self, lowered: str) -> dict[int, list[RuleSpec]]:
-        """By topic (position), the patterns worth trying on the lower-cased text: those
-        one of whose ``needs`` it holds and those that need nothing (``RuleSpec.tried_on``
-        for every pattern at once)."""
-        numbers = {n for need, n in self.short_needs if need in lowered}
-        _starting(self.need_pairs, lowered, numbers, width=2)
-        numbers |= self.need_nothing
-        by_topic: dict[int, list[RuleSpec]] = {}
-        for number in numbers:
-            topic, rule = self.patterns[number]
-            by_topic.setdefault(topic, []).append(rule)
-        return by_topic
-
-    def hinted(self, lowered: str) -> set[int]:
-        """Topics the longest word of one of whose phrases the lower-cased text holds (as a
-        substring, as the phrase regexes may join words: "icecream")."""
-        hit = {i for hint, i in self.short_hints if hint in lowered}
-        _starting(self.hint_pairs, lowered, hit, width=2)
-        return hit
-
-
-def _starting(
-    index: dict[str, tuple[tuple[str, int], ...]], text: str, hit: set[int], width: int = 1
-) -> None:
-    """Adds the topics of the indexed strings found in ``text``, wherever they start;
-    ``index`` holds them by their first ``width`` characters."""
-    keys = (
-        enumerate(text)
-        if width == 1
-        else ((at, text[at : at + width]) for at in range(len(text) - width + 1))
-    )
-    for at, key in keys:
-        found = index.get(key)
-        if found:
-            hit.update(t for s, t in found if t not in hit and text.startswith(s, at))
+        kinds: tuple[set[int], set[int], set[int]] = (hit, set(), set(self.need_nothing))
+        if self.substrings is not None:
+            for _, stands_for in self.substrings.iter(lowered):
+                for kind, number in stands_for:
+                    kinds[kind].add(number)
+        tried: dict[int, list[re.Pattern[str]]] = {}
+        for numbers, regexes in ((kinds[_HINT], self.phrases), (kinds[_NEED], self.patterns)):
+            for number in sorted(numbers):  # phrases before patterns, each in policy order
+                topic, regex = regexes[number]
+                if topic not in hit:
+                    tried.setdefault(topic, []).append(regex)
+        return hit, tried
 
 
 def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list[str]:
@@ -1417,22 +1394,18 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
         return []
     folded = normalize(text)
     lowered = folded.lower()
-    words = plain_words(lowered)
-    index = policy.topic_keywords
-    hit = index.found(lowered, words)
-    hinted = index.hinted(lowered)
-    tried = index.tried(lowered)
-    return [
-        topic.name
-        for i, topic in enumerate(policy.topics)
+    hit, tried = policy.topic_keywords.read(lowered, plain_words(lowered))
+    topics = policy.topics
+    out: list[str] = []
+    for i in sorted(hit.union(tried)):
+        topic = topics[i]
         if (
-            i in hit
-            or (i in hinted and topic.phrase_found(folded, lowered))
-            or any(rule.compiled.search(folded) for rule in tried.get(i, ()))
-        )
-        and (memory_type is None or not topic.types or memory_type in topic.types)
-        and not (topic.unless and topic.excluded(folded, lowered))
-    ]
+            (memory_type is None or not topic.types or memory_type in topic.types)
+            and (i in hit or any(regex.search(folded) for regex in tried[i]))
+            and not (topic.unless and topic.excluded(folded, lowered))
+        ):
+            out.append(topic.name)
+    return out
 
 
 def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
