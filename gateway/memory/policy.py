@@ -1001,17 +1001,28 @@ class Policy(_Model):
         with my dad") is not about anyone else: another person's topic reaches it only by
         being named too, or by reaching one named (a grown child's are a child's): a son's
         exams are nothing to that walk, though a child's facts matter to a day out."""
-        wanted = set(request_topics)
-        named = wanted & self.others_topics
-        return frozenset(
-            t.name
-            for t in self.topics
-            if t.name in wanted
-            or (
-                wanted.intersection(t.reaches)
-                and not (named and t.others and not named.intersection(t.reaches))
+        wanted = frozenset(request_topics)
+        known = self._reaching
+        found = known.get(wanted)
+        if found is None:
+            # every recall asks, with a few combinations of topics between them all
+            if len(known) >= 4096:
+                known.clear()
+            named = wanted & self.others_topics
+            found = known[wanted] = frozenset(
+                t.name
+                for t in self.topics
+                if t.name in wanted
+                or (
+                    wanted.intersection(t.reaches)
+                    and not (named and t.others and not named.intersection(t.reaches))
+                )
             )
-        )
+        return found
+
+    @cached_property
+    def _reaching(self) -> dict[frozenset[str], frozenset[str]]:
+        return {}
 
     @cached_property
     def topics_basis(self) -> str:

@@ -7,6 +7,7 @@ import unicodedata
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from gateway.clock import to_iso
@@ -31,6 +32,10 @@ def _ts(when: datetime | None) -> float:
     return when.timestamp() if when else 0.0
 
 
+# Recall builds dozens of memories per request from the same few stored timestamps (a
+# memory's creation, update and confirmation are often one instant, and the same memories
+# come back request after request); the result is immutable, so sharing it is safe.
+@lru_cache(maxsize=8192)
 def _dt(value: Any) -> datetime | None:
     number = float(value or 0)
     if number <= 0 or number >= NO_EXPIRY:
