@@ -711,6 +711,8 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
     for scenario in load_scenarios(SHIPPED):
         texts += [scenario.request.message, *(m.content for m in scenario.memories)]
     keywords = [k for topic in policy.topics for k in topic.keywords]
+    by_name = {t.name: t for t in policy.topics}
+    kinds = [*sorted({k for t in policy.topics for k in t.types}), "profile"]
     # the words a pattern needs before it is tried, alone and inside other words
     keywords += [n for topic in policy.topics for r in topic.patterns for n in r.needs]
     keywords += ["x" + n + "s" for topic in policy.topics for r in topic.patterns for n in r.needs]
@@ -730,6 +732,34 @@ def test_topic_detection_by_index_decides_as_each_topic_does(policy: Policy) -> 
         words = plain_words(lowered)
         want = [t.name for t in policy.topics if t.matches(folded, lowered, words)]
         assert topics_of(text, policy) == want, text
+        # a memory's type limits the topics it may hold (TopicSpec.types)
+        for kind in kinds:
+            held = [n for n in want if not by_name[n].types or kind in by_name[n].types]
+            assert topics_of(text, policy, kind) == held, (text, kind)
+
+
+def test_topic_index_of_no_topics_finds_nothing() -> None:
+    from gateway.memory.policy import TopicKeywords
+
+    assert TopicKeywords.of(()).read("我对花生过敏 peanut", frozenset({"peanut"})) == (set(), {})
+
+
+def test_the_topics_a_request_reaches_do_not_depend_on_order_or_on_asking_before(
+    policy: Policy,
+) -> None:
+    """``topics_reaching`` keeps what it worked out per set of topics: asking again, in
+    another order, gives what a policy that never asked gives."""
+    fresh = load_policy()
+    names = [t.name for t in policy.topics]
+    rng = random.Random(11)
+    for _ in range(200):
+        asked = rng.sample(names, rng.randint(0, 3))
+        once = fresh.topics_reaching(asked)
+        assert policy.topics_reaching(asked) == once
+        assert policy.topics_reaching(list(reversed(asked))) == once
+        assert fresh.topics_reaching(asked) == once
+    assert policy.topics_reaching([]) == frozenset()
+    assert "food" in policy.topics_reaching(["food"])
 
 
 def test_a_slot_does_not_match_its_not_examples(tmp_path: Path) -> None:
