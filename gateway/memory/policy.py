@@ -1391,7 +1391,7 @@ class TopicKeywords:
                     kinds[kind].add(number)
         tried: dict[int, list[re.Pattern[str]]] = {}
         for numbers, regexes in ((kinds[_HINT], self.phrases), (kinds[_NEED], self.patterns)):
-            for number in sorted(numbers):  # phrases before patterns, each in policy order
+            for number in numbers:  # the order tried decides nothing: any one that matches
                 topic, regex = regexes[number]
                 if topic not in hit:
                     tried.setdefault(topic, []).append(regex)
