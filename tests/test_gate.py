@@ -52,9 +52,15 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     # ... or from the time a goal or plan names
     "plan next month": ("moving to Berlin next month", {"type": "plan"}, (), US,
                         datetime(2025, 5, 1, tzinfo=UTC)),
+    # how answers sound and how long they are: lasting wishes when saved as such ...
+    "tone": ("be blunt with me", {"type": "tone"}, (), US, None),
+    "length": ("keep replies under 150 words", {"type": "length"}, (), US, None),
+    # ... and one-time when said for now, whatever the type
+    "tone for now": ("be playful now", {"type": "tone"}, ONE_TIME, US, None),
+    "length today": ("keep it short today", {"type": "length", "confirmed": True}, ONE_TIME, US,
+                     None),
+    "length this time": ("这次简短一点", {"type": "length"}, ONE_TIME, US, None),
     # session types are never stored, whatever the source or confirmation
-    "tone": ("be playful", {"type": "tone"}, ONE_TIME, US, None),
-    "length": ("short answers", {"type": "length", "confirmed": True}, ONE_TIME, US, None),
     "roleplay": ("you are a pirate", {"type": "roleplay", "source": "admin"}, ONE_TIME, "admin",
                  None),
     "session": ("answer in French", {"type": "session"}, ONE_TIME, US, None),

@@ -73,14 +73,14 @@ def test_default_path_is_next_to_the_package() -> None:
 
 def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
     assert policy.origin == str(default_policy_path())
-    for name in ("preference", "accessibility", "format"):
+    for name in ("preference", "accessibility", "format", "tone", "length"):
         assert policy.tier(name) == "long_term"
         assert policy.ttl_for(name) is None
     assert policy.ttl_for("project") == timedelta(days=120)
     assert policy.type("project").requires_project
     assert policy.ttl_for("goal") == timedelta(days=30)
     assert policy.ttl_for("plan") == timedelta(days=14)
-    assert set(policy.types_in_tier("session")) >= {"tone", "length", "roleplay", "session"}
+    assert set(policy.types_in_tier("session")) >= {"roleplay", "session"}
     assert policy.types_in_tier("inference") == ("inference",)
 
     assert policy.source("model_inference").store == "on_confirmation"
@@ -376,7 +376,7 @@ def test_a_span_is_counted_in_days_and_ends_known_types(tmp_path: Path) -> None:
     assert re.search(
         rf":{line + 1}: horizons\.rules\[\d+\]\.spell: a span is counted", error_of(path)
     )
-    old = "  spell_types: [preference, format]\n"
+    old = "  spell_types: [preference, format, tone, length]\n"
     path, line = variant(tmp_path, old, "  spell_types: [preference, goal, wish]\n")
     error = error_of(path)
     assert re.search(rf":{line}: horizons\.spell_types\[1\]: goal already ends", error)

@@ -1318,6 +1318,29 @@ def test_the_founding_example(gateway: Gateway, upstream: Any) -> None:
     assert stack not in me.injected(ask(me, "帮我分析这段代码，并给出修改方案。", project="blog"))
 
 
+def test_how_answers_sound_and_how_long_they_are_are_standing_wishes(
+    gateway: Gateway, upstream: Any
+) -> None:
+    """A wish saved as a tone or a length is kept and shapes every request, as one saved as a
+    preference would; the same wish said for now is one-time and refused, whatever its type."""
+    me = User(gateway)
+    tone = me.remember("说话随意点，就像朋友聊天，不用客气", type="tone")
+    length = me.remember("Answers of five sentences at most unless I ask for more", type="length")
+    dog = me.remember("My dog Pepper is a border collie", type="profile")
+    raw = ask(me, "What is the difference between a mutex and a semaphore?")
+    assert sorted(me.injected(raw)) == sorted([tone, length])
+    lanes = {c["id"]: c["lane"] for c in me.trace(raw)["candidates"]}
+    assert lanes[tone] == lanes[length] == "standing" and dog not in me.injected(raw)
+    assert STANDING in (memory_message(upstream) or "")
+    for text, type_ in (("be playful now", "tone"), ("这次简短一点", "length")):
+        resp = httpx.post(
+            f"{gateway.base_url}/memories",
+            headers=me.headers,
+            json={"content": text, "type": type_},
+        )
+        assert resp.status_code == 422 and "one_time" in resp.text, resp.text
+
+
 def test_a_topical_memory_reaches_a_request_it_shares_no_words_with(gateway: Gateway) -> None:
     me = User(gateway)
     allergy = me.remember("I'm allergic to peanuts", type="profile")
