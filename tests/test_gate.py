@@ -253,7 +253,16 @@ HORIZONS = [
         "plan",
         datetime(2025, 4, 1, tzinfo=UTC),
     ),
-    ("下个月初店里搞周年庆", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    # ... or its start or middle, on the 10th or the 20th; this month's start said on its
+    # first day is still to come
+    ("下个月初店里搞周年庆", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
+    ("下个月底店里搞周年庆", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    ("the exam is early next month", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
+    ("下个月中旬交房", "plan", datetime(2025, 4, 21, tzinfo=UTC)),
+    ("the move is mid-next month", "plan", datetime(2025, 4, 21, tzinfo=UTC)),
+    ("这个月初要交开题报告", "plan", datetime(2025, 3, 11, tzinfo=UTC)),
+    ("这个月中旬去体检", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
+    ("下个月中心医院有义诊", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
     ("getting married in 3 months", "plan", NOW + 93 * DAY),
     ("三个月内减掉十斤", "goal", NOW + 93 * DAY),
     ("半年内考出证书", "goal", NOW + 183 * DAY),

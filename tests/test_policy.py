@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -352,6 +352,13 @@ def test_not_one_time_example_must_not_match(tmp_path: Path) -> None:
             "      day_of_month: true\n",
             None,
             r"horizons\.rules\[\d+\]\.regex: a day_of_month rule needs a \(\?P<day>",
+        ),
+        # a part of a month is a day of the month month_end names
+        (
+            "      month: 10\n",
+            "      days: 3\n      by_day: 10\n",
+            1,
+            r"horizons\.rules\[\d+\]\.by_day: by_day is a day of the month month_end names",
         ),
         # an undated kind names only types horizons end
         (
@@ -942,3 +949,13 @@ def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
     # what the memory says beside the job keeps its topic
     text = "I'm a freelancer so my income is pretty irregular month to month"
     assert "money" in memory_topics(text, policy, "profile", derive_slot(text, policy, "profile"))
+
+
+def test_the_start_of_a_month_already_past_names_its_end(policy: Policy) -> None:
+    """ "这个月初" said on the 25th is a start already behind: the plan holds until the month
+    ends, not until a day already gone (which would end it as it is saved)."""
+    late = datetime(2027, 5, 25, 12, tzinfo=UTC)
+    early = datetime(2027, 5, 2, 12, tzinfo=UTC)
+    text = "这个月初要交开题报告"
+    assert policy.horizons.until(text, "plan", late) == datetime(2027, 6, 1, tzinfo=UTC)
+    assert policy.horizons.until(text, "plan", early) == datetime(2027, 5, 11, tzinfo=UTC)

@@ -264,6 +264,8 @@ HEARING = [
         # where a relative lives; a move told without "我"; a game, not a phone
         ("我姐姐一家住在墨尔本", None),
         ("上个月刚搬到苏州工业园区了，还在适应", "location"),
+        # a move after a turn of life: "毕业以后", "结婚后"
+        ("毕业以后搬到杭州了，租的房子离公司很近", "location"),
         ("下周要打公司内部的王者荣耀比赛，我被分去打野", None),
         ("ok stop with the Spanish, go back to English, it's too hard for me", "language"),
         ("开学回成都了，住川大江安校区宿舍", "location"),

@@ -624,7 +624,8 @@ class HorizonRule(RuleSpec):
     """A time a goal or plan names and how long it lasts from then on. Exactly one of:
     ``days`` after it was saved (times the count its ``n`` or ``m`` group names, if it has
     one: a regex names no group twice, so a second alternative's count is ``m``),
-    ``month_end`` (the end of the month it was saved in, 0, or of the next, 1), ``year_end``
+    ``month_end`` (the end of the month it was saved in, 0, or of the next, 1; or the end of
+    its ``by_day`` for a part of it: "下个月初", the 10th), ``year_end``
     (likewise for the calendar year), ``named_month`` (the end of the next month its
     ``month`` group names: "in March", "3月"; of that year's, if a ``year`` group names one),
     ``month`` (the end of the next such month, for a holiday always in it: "国庆", 10).
@@ -638,6 +639,9 @@ class HorizonRule(RuleSpec):
     # wish of any type said for it lapses with it (``HorizonsSpec.spell_types``)
     spell: bool = False
     month_end: Literal[0, 1] | None = None
+    # with ``month_end``: the part of that month named ("下个月初", "early next month"), so the
+    # end is this day of it instead of the month's last
+    by_day: Annotated[int, Field(ge=1, le=28)] | None = None
     year_end: Literal[0, 1] | None = None
     named_month: bool = False
     day_of_month: bool = False
@@ -657,6 +661,12 @@ class HorizonRule(RuleSpec):
                 n = _count(groups.get("n") or groups.get("m") or "")
             return saved + timedelta(days=self.days * n) if n else None
         if self.month_end is not None:
+            if self.by_day is not None:
+                index = saved.month - 1 + self.month_end
+                by = datetime(saved.year + index // 12, index % 12 + 1, self.by_day, tzinfo=UTC)
+                if by + timedelta(days=1) > saved:
+                    return by + timedelta(days=1)
+                # a part of this month already past names no earlier end than the month's
             return _month_end(saved.year, saved.month + self.month_end)
         if self.year_end is not None:
             return datetime(saved.year + 1 + self.year_end, 1, 1, tzinfo=UTC)
@@ -1852,6 +1862,9 @@ def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:
         if sum(ways) != 1:
             kinds = "days, month_end, year_end, named_month, day_of_month, month"
             yield loc, f"needs exactly one of {kinds}"
+            continue
+        if rule.by_day is not None and rule.month_end is None:
+            yield (*loc, "by_day"), "by_day is a day of the month month_end names"
             continue
         problems = list(_check_rule(rule, loc))
         yield from problems
