@@ -655,6 +655,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" in topics_of("帮我安排周六的晚餐菜单", policy)
     # "python" the pet is not "Python" the language
     assert topics_of("My pet is a ball python named Monty", policy) == ["pets"]
+    # a genre is a taste in books as in films; dairy is food in either script
+    assert {"books", "screen"} <= set(topics_of("Big fan of sci-fi, Becky Chambers mostly", policy))
+    assert "food" in topics_of("我對乳製品不耐受", policy)
     assert "pets" not in topics_of("How do I read a JSON file in Python?", policy)
     # "at a stretch" is not a stretch, "work out how much" not a workout
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
@@ -1617,6 +1620,19 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ),
         # one that says it moved away from a value is not a statement of it
         ("I quit being vegan last year", "I went vegan again", "global"),
+        # a project's game engine, and data kept in a file before a database
+        (
+            "Lantern is built in Unity, C# scripts under Assets/Scripts",
+            "Lantern 已经整体迁到 Godot 4 了，Unity 的工程不再维护",
+            "project",
+        ),
+        (
+            "dash keeps all its data in a single JSON file",
+            "dash now stores everything in SQLite",
+            "project",
+        ),
+        # answers' currency, in both languages
+        ("Show prices in US dollars", "以后金额一律用新台币", "global"),
         # no slot names a training split: the newer says it changed
         (
             "I do a push/pull/legs split, 6 days a week",
