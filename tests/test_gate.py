@@ -495,6 +495,9 @@ def test_time_comes_only_from_the_argument() -> None:
         ("project uses Flask", "framework"),
         ("项目改用 FastAPI 了", "framework"),
         ("回答用英文", "language"),
+        # the script alone, and a name closed by an emoji
+        ("客户都在大陆了，以后改用简体", "language"),
+        ("升职了，以后叫我张总👍", "name"),
         ("Always answer in English", "language"),
         ("我叫李雷", "name"),
         ("I like hiking", None),
