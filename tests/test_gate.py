@@ -498,6 +498,9 @@ def test_time_comes_only_from_the_argument() -> None:
         # the script alone, and a name closed by an emoji
         ("客户都在大陆了，以后改用简体", "language"),
         ("升职了，以后叫我张总👍", "name"),
+        # who the user lives with, said first; a relative's home is theirs
+        ("我和老公一直住在厦门，离海边不远", "location"),
+        ("我爸妈住在厦门", None),
         ("Always answer in English", "language"),
         ("我叫李雷", "name"),
         ("I like hiking", None),

@@ -86,6 +86,9 @@ def memory(me: User, mid: str) -> dict[str, Any]:
         ("I have a fear of caves and enclosed spaces", "preference", "global", "relevant"),
         ("I avoid betting on sports, even in a casual manner", "preference", "global", "relevant"),
         ("我喜欢轻松一点的徒步路线", "preference", "global", "relevant"),
+        # ringing in the ears is a health fact, not a need every answer must meet
+        ("Mild tinnitus, worse at night", "profile", "global", "relevant"),
+        ("有点耳鸣，晚上安静的时候明显", "profile", "global", "relevant"),
     ],
 )
 def test_how_a_memory_applies_by_default(
