@@ -97,6 +97,10 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     "trip this time en after": ("Back in Porto next month, this time we're staying in Foz",
                                 {"type": "plan"}, (), US, datetime(2025, 5, 1, tzinfo=UTC)),
     "exam this time zh": ("这次期末想考进年级前十", {"type": "goal"}, (), US, 30),
+    # a move whose destination follows "this time"; a language after it is still an answer's
+    "move this time en": ("Relocating again in May, this time to Rotterdam", {"type": "plan"}, (),
+                          US, datetime(2025, 6, 1, tzinfo=UTC)),
+    "one_time into a language": ("translate it this time to German", {}, ONE_TIME, US, None),
     "holiday this time en": ("Going back to Berlin - a proper holiday this time with my partner",
                              {"type": "plan"}, (), US, 14),
     "this time it is zh": ("换了份工作，这次是做运营", {"type": "profile"}, (), US, None),
