@@ -553,6 +553,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("Heading over to the Settings tab", "travel"),
         ("A WebRTC voice call demo", "hearing"),
         ("Buy fish from the market", "fishing"),
+        # a dining room's furniture, a kitchen's fittings and a screen's menu are no meal
+        ("饭厅想放个餐边柜，多高合适？", "food"),
+        ("my kitchen cupboard door won't stay shut", "food"),
+        ("微信老是弹出菜单，怎么关掉", "food"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
