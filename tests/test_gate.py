@@ -101,6 +101,10 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     "move this time en": ("Relocating again in May, this time to Rotterdam", {"type": "plan"}, (),
                           US, datetime(2025, 6, 1, tzinfo=UTC)),
     "one_time into a language": ("translate it this time to German", {}, ONE_TIME, US, None),
+    "one_time to a purpose": ("Keep it short this time to save tokens", {}, ONE_TIME, US, None),
+    # a lasting fact or wish said with "now" or "today" is no wish for now
+    "fact now": ("Keep in mind I'm vegetarian now", {"type": "profile"}, (), US, None),
+    "wish from today": ("Keep answers brief from today", {"type": "length"}, (), US, None),
     "holiday this time en": ("Going back to Berlin - a proper holiday this time with my partner",
                              {"type": "plan"}, (), US, 14),
     "this time it is zh": ("换了份工作，这次是做运营", {"type": "profile"}, (), US, None),
@@ -267,6 +271,14 @@ HORIZONS = [
     ("这个月初要交开题报告", "plan", datetime(2025, 3, 11, tzinfo=UTC)),
     ("这个月中旬去体检", "plan", datetime(2025, 3, 21, tzinfo=UTC)),
     ("下个月中心医院有义诊", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    # a month's middle is not every word after 中 ("中考", "中秋"); a start said as when
+    # something begins names no end (the type's lifetime holds)
+    ("下个月中考", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    ("下个月中秋节回老家", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    ("the deadline is early this month", "plan", datetime(2025, 3, 11, tzinfo=UTC)),
+    ("in the middle of next month we move", "plan", datetime(2025, 4, 21, tzinfo=UTC)),
+    ("From the start of next month I'm training for a marathon", "goal", NOW + 30 * DAY),
+    ("从下个月初开始每天跑步", "goal", NOW + 30 * DAY),
     ("getting married in 3 months", "plan", NOW + 93 * DAY),
     ("三个月内减掉十斤", "goal", NOW + 93 * DAY),
     ("半年内考出证书", "goal", NOW + 183 * DAY),
@@ -640,6 +652,15 @@ def test_time_comes_only_from_the_argument() -> None:
         ("我在看高中教材", None),
         ("海鲜现在也吃不起了", None),
         ("Can you convert 10 miles for me, please?", None),
+        # a currency code that is a word, an engine's name as a word; someone else's move, a
+        # company's, living together; a question, not a name
+        ("Write the backend in PHP", "programming_language"),
+        ("This deadline is unreal", None),
+        ("Team unity matters more than the tools", None),
+        ("他退休后搬到厦门了", None),
+        ("公司年后搬到深圳了", None),
+        ("我们俩住在一起三年了", None),
+        ("这叫我怎么办😭", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -959,3 +959,10 @@ def test_the_start_of_a_month_already_past_names_its_end(policy: Policy) -> None
     text = "这个月初要交开题报告"
     assert policy.horizons.until(text, "plan", late) == datetime(2027, 6, 1, tzinfo=UTC)
     assert policy.horizons.until(text, "plan", early) == datetime(2027, 5, 11, tzinfo=UTC)
+
+
+def test_the_start_of_next_month_said_in_december_is_januarys(policy: Policy) -> None:
+    for day in (5, 31):
+        saved = datetime(2027, 12, day, 12, tzinfo=UTC)
+        until = policy.horizons.until("下个月初考四级", "plan", saved)
+        assert until == datetime(2028, 1, 11, tzinfo=UTC)
