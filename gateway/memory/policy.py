@@ -662,10 +662,11 @@ class HorizonRule(RuleSpec):
             return saved + timedelta(days=self.days * n) if n else None
         if self.month_end is not None:
             if self.by_day is not None:
-                index = saved.month - 1 + self.month_end
-                by = datetime(saved.year + index // 12, index % 12 + 1, self.by_day, tzinfo=UTC)
-                if by + timedelta(days=1) > saved:
-                    return by + timedelta(days=1)
+                # the end of that day: the month's first instant, by_day days on
+                end = _month_end(saved.year, saved.month - 1 + self.month_end)
+                end += timedelta(days=self.by_day)
+                if end > saved:
+                    return end
                 # a part of this month already past names no earlier end than the month's
             return _month_end(saved.year, saved.month + self.month_end)
         if self.year_end is not None:
