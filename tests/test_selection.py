@@ -449,3 +449,46 @@ def test_a_doubled_name_links_a_grandchild_to_her_birthday(policy: Policy) -> No
     assert pony.shared_name
     pony.shared_name = False
     assert first_failure(pony, policy, LIFE, NOW, words) == "threshold"
+
+
+def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Policy) -> None:
+    """What the user is about to do is what they most likely ask about: a plan said for
+    the coming days (saved at most ``due_within_days`` before it ends) needs one content
+    word in common with the request, not two, even when its words' topics are others. A
+    memory saved for longer (a goal for the month, a default horizon) still needs two, and
+    a request in a project is judged on meaning alone as before."""
+    due = policy.recall.relevance.due_within_days
+    assert due > 0
+    words = frozenset({"puffins", "pack", "boat", "trip"})
+
+    def plan(*, saved_days_before_end: float, vector: float = 0.1) -> Candidate:
+        cand = Candidate(
+            memory(
+                "Heading out to the Farne Islands this weekend for the puffins!",
+                type="plan",
+                days_old=2,
+                expires_at=NOW - timedelta(days=2) + timedelta(days=saved_days_before_end),
+            ),
+            vector,
+            12.0,
+            0.3,
+        )
+        cand.off_topic = True
+        return cand
+
+    soon = plan(saved_days_before_end=5)
+    assert first_failure(soon, policy, LIFE, NOW, words) is None
+    assert soon.shared_terms == 1
+    assert first_failure(plan(saved_days_before_end=due + 20), policy, LIFE, NOW, words) == (
+        "threshold"
+    )
+    # no word in common, or a meaning opposed: not relevant however soon
+    assert first_failure(soon, policy, LIFE, NOW, frozenset({"boat"})) == "threshold"
+    opposed = plan(
+        saved_days_before_end=5, vector=policy.recall.relevance.topic_min_similarity - 0.1
+    )
+    assert first_failure(opposed, policy, LIFE, NOW, words) == "threshold"
+    in_project = Identity("t", "u", "birds-app", "on", "tr_proj")
+    assert first_failure(plan(saved_days_before_end=5), policy, in_project, NOW, words) == (
+        "threshold"
+    )

@@ -852,6 +852,12 @@ class RelevanceSpec(_Model):
     # word both write capitalised away from a sentence's start) is relevant unless its
     # meaning is opposed (topic_min_similarity)
     shared_name: bool = False
+    # A memory ending within this many days (a plan for this weekend, a goal for this month)
+    # is relevant on one content word it shares with the request, meaning not opposed
+    # (topic_min_similarity): what the user is about to do is what they most likely ask
+    # about ("the Great North Run this Sunday" for "the night before a half marathon"),
+    # and a user has few such memories at a time for a word to meet by chance. 0: off.
+    due_within_days: Annotated[int, Field(ge=0)] = 0
     # In a request naming a project, a memory of the user's life (global scope) is relevant
     # on its meaning alone (``similarity``): the request's words there describe what the
     # project is about (a recipe app is "about" food), not the user, so a shared topic, word

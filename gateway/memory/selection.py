@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gateway.memory import inject
@@ -135,6 +135,9 @@ def first_failure(
         in_project=bool(ident.project_id),
         task=ident.task,
         general=general,
+        due=m.expires_at is not None
+        and m.created_at is not None
+        and m.expires_at - m.created_at <= timedelta(days=policy.recall.relevance.due_within_days),
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -152,9 +155,11 @@ def relevant(
     in_project: bool = False,
     task: str | None = None,
     general: bool = False,
+    due: bool = False,
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
-    request names, or sharing several content words with a meaning that is not unrelated.
+    request names, or sharing several content words with a meaning that is not unrelated
+    (one, for a memory ending within days: ``due``).
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is never enough; a memory in the
@@ -194,6 +199,15 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
+    if (
+        due
+        and linked
+        and cand.text > 0
+        and cand.vector >= bar.topic_min_similarity
+        and _shared_terms(cand, terms) >= 1
+    ):
+        # ends within days (RelevanceSpec.due_within_days): the user's next event, named
+        return True
     if cand.off_topic:
         # About something else and linked by words: a shared word lifts the similarity too
         # ("我家养了条球蟒，英文叫 ball python" against a Python question), so one is not
