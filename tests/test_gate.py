@@ -46,7 +46,7 @@ TABLE: dict[str, tuple[str, dict[str, Any], tuple[str, ...], str, int | datetime
     "format": ("代码不要加注释", {"type": "format"}, (), US, None),
     "profile": ("我住在杭州", {"type": "profile"}, (), US, None),
     # time-limited types get their TTL from the policy
-    "project": ("project uses FastAPI", PROJECT, (), US, 120),
+    "project": ("project uses FastAPI", PROJECT, (), US, 365),
     "goal": ("准备雅思考试", {"type": "goal"}, (), US, 30),
     "plan": ("moving to Berlin", {"type": "plan"}, (), US, 14),
     # ... or from the time a goal or plan names
@@ -360,7 +360,7 @@ HORIZONS = [
     ("每周五晚上打羽毛球", "plan", NOW + 14 * DAY),
     ("I go to the gym every Friday", "plan", NOW + 14 * DAY),
     # only goals and plans: a project's facts keep its lifetime
-    ("we ship the new API next month", "project", NOW + 120 * DAY),
+    ("we ship the new API next month", "project", NOW + 365 * DAY),
 ]
 
 

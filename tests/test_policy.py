@@ -76,7 +76,7 @@ def test_default_policy_loads_with_the_product_rules(policy: Policy) -> None:
     for name in ("preference", "accessibility", "format", "tone", "length"):
         assert policy.tier(name) == "long_term"
         assert policy.ttl_for(name) is None
-    assert policy.ttl_for("project") == timedelta(days=120)
+    assert policy.ttl_for("project") == timedelta(days=365)
     assert policy.type("project").requires_project
     assert policy.ttl_for("goal") == timedelta(days=30)
     assert policy.ttl_for("plan") == timedelta(days=14)
