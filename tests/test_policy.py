@@ -309,6 +309,30 @@ def test_slot_type_must_exist(tmp_path: Path) -> None:
     )
 
 
+def test_a_length_wish_in_unlisted_words_is_of_the_length_slot(policy: Policy) -> None:
+    """A memory of a type a slot is ``of_types`` takes that slot when no slot's rules place
+    it, so the newer length wish replaces the older however it is worded; without the type
+    the words alone decide, and a slot's rules still win over the type."""
+    text = "最近忙疯了，回答尽量短，给要点就行"
+    assert derive_slot(text, policy) is None
+    assert derive_slot(text, policy, "length") == "length"
+    assert derive_slot(text, policy, "preference") is None
+    assert derive_slot("use bullet points, no walls of prose", policy, "length") == "output_format"
+
+
+def test_a_type_is_of_one_slot_and_must_exist(tmp_path: Path) -> None:
+    old = "    of_types: [length]\n"
+    path, line = variant(tmp_path, old, "    of_types: [length, lenght]\n")
+    assert re.search(
+        rf":{line}: slots\[\d+\]\.of_types\[1\]: unknown memory type 'lenght'", (error_of(path))
+    )
+    tone = "  - name: tone\n    description: The tone answers should take.\n"
+    path, line = variant(tmp_path, tone, tone + "    of_types: [length]\n")
+    assert re.search(
+        rf":{line + 2}: slots\[\d+\]\.of_types\[0\]: length is of slot length", error_of(path)
+    )
+
+
 def test_one_time_example_must_match(tmp_path: Path) -> None:
     old = "      examples: [今天先简单说说]"
     path, line = variant(tmp_path, old, "      examples: [明天再说]")

@@ -338,6 +338,10 @@ class SlotSpec(_Model):
     # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
     unless: tuple[RuleSpec, ...] = ()
     types: tuple[Name, ...] = ()
+    # A memory of one of these types that no slot's rules place is about this slot: a
+    # length wish in words no rule lists ("最近忙疯了，回答尽量短") still replaces the older
+    # length wish. A type names at most one slot.
+    of_types: tuple[Name, ...] = ()
     # When set, the only topics a memory of this slot takes from its words (besides the
     # topics naming the slot): a job's trade is not the user's life ("UX designer at a
     # health-tech startup" is no health fact, "line cook at Denny's" no food preference).
@@ -1139,7 +1143,8 @@ def is_one_time(text: str, policy: Policy) -> bool:
 
 
 def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> str | None:
-    """The first slot whose rules match; None when the text has none. Slots that make a
+    """The first slot whose rules match; else the slot ``memory_type`` is of
+    (``SlotSpec.of_types``); None when neither. Slots that make a
     memory standing (``applies.slots``) come first, then the others, each in policy order:
     "keep answers short, I read them on my phone" is a wish about answers that mentions a
     phone, not a fact about the phone.
@@ -1155,6 +1160,10 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
             continue
         if slot.matches(folded, lowered):
             return slot.name
+    if memory_type is not None:
+        for slot in policy.slots:
+            if memory_type in slot.of_types:
+                return slot.name
     return None
 
 
@@ -1745,6 +1754,7 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
                 yield ("one_time", "patterns", i, "examples", j), "the regex does not match it"
     seen: set[str] = set()
     slot_names = {s.name for s in policy.slots}
+    placed: dict[str, str] = {}
     for i, slot in enumerate(policy.slots):
         if slot.name in seen:
             yield ("slots", i, "name"), f"slot {slot.name!r} is declared twice"
@@ -1774,6 +1784,12 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
+        for j, type_name in enumerate(slot.of_types):
+            if type_name not in policy.types:
+                yield ("slots", i, "of_types", j), f"unknown memory type {type_name!r}"
+            elif type_name in placed:
+                yield ("slots", i, "of_types", j), f"{type_name} is of slot {placed[type_name]}"
+            placed.setdefault(type_name, slot.name)
 
     if not rules_ok:
         return
