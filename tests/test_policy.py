@@ -975,6 +975,29 @@ def test_a_jobs_trade_gives_its_memory_no_other_topic(policy: Policy) -> None:
     assert "money" in memory_topics(text, policy, "profile", derive_slot(text, policy, "profile"))
 
 
+def test_where_the_user_is_a_memory_says_by_its_patterns_not_the_weather(
+    policy: Policy,
+) -> None:
+    """The weather words that make a request about where the user lives (``place``) do not
+    make a memory about it: a headache that comes with the weather is a health fact. Where
+    the user lives or will be, and how they take a climate, still are."""
+    from gateway.memory.policy import memory_topics, topics_of
+
+    assert "place" in topics_of("明天天气怎么样，要不要带伞", policy)
+    headache = "我有偏头痛，天气一变就犯。"
+    assert "place" not in memory_topics(headache, policy, "profile", None)
+    assert "health" in memory_topics(headache, policy, "profile", None)
+    assert "place" not in memory_topics("计划明年冬天去冰岛看极光", policy, "plan", None)
+    assert "place" not in memory_topics("我女儿在新加坡国大读研", policy, "profile", None)
+    for text, kind in (
+        ("Flying to Porto tomorrow for 12 days", "plan"),
+        ("在德国亚琛交换一学期", "profile"),
+        ("我特别怕冷，冬天出门都得裹上羽绒服", "profile"),
+    ):
+        assert "place" in memory_topics(text, policy, kind, None), text
+    assert "place" in memory_topics("我住台南", policy, "profile", "location")
+
+
 def test_the_start_of_a_month_already_past_names_its_end(policy: Policy) -> None:
     """ "这个月初" said on the 25th is a start already behind: the plan holds until the month
     ends, not until a day already gone (which would end it as it is saved)."""

@@ -409,6 +409,10 @@ class TopicSpec(_Model):
     # a memory in one of these slots is about this topic whatever its words ("我在字节跳动做
     # 推荐算法" is about work although it names no job word)
     slots: tuple[Name, ...] = ()
+    # a memory holds it by its patterns and slots, not by its keywords, which are signs for
+    # requests only: the weather in a request is about where the user lives, the weather in
+    # "偏头痛，天气一变就犯" is about a headache; "I live in", "flying to Porto" say it
+    keywords_for_requests: bool = False
     # a memory about it is never ended by one that says something changed (ChangesSpec): a
     # condition outlasts a change of habit, and another person's facts are theirs
     lasting: bool = False
@@ -1088,6 +1092,11 @@ class Policy(_Model):
         return frozenset(t.name for t in self.topics if t.others)
 
     @cached_property
+    def request_keyword_topics(self) -> tuple[TopicSpec, ...]:
+        """Topics a memory does not hold by their keywords (``keywords_for_requests``)."""
+        return tuple(t for t in self.topics if t.keywords_for_requests)
+
+    @cached_property
     def held_topics(self) -> frozenset[str]:
         """Topics a memory holds by its type alone (``TopicSpec.held_by``), not its words."""
         return frozenset(t.name for t in self.topics if t.held_by)
@@ -1450,6 +1459,14 @@ def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None)
     them, ``SlotSpec.topics``), those naming its slot and those its type always holds, in
     policy order."""
     found = set(topics_of(text, policy, memory_type))
+    if found and policy.request_keyword_topics:
+        folded = normalize(text)
+        lowered = folded.lower()
+        found -= {
+            t.name
+            for t in policy.request_keyword_topics
+            if t.name in found and not _matches_folded(t.patterns, folded, lowered)
+        }
     spec = next((s for s in policy.slots if s.name == slot), None) if slot else None
     if spec is not None and spec.topics is not None:
         found &= set(spec.topics)
