@@ -333,6 +333,22 @@ def test_a_type_is_of_one_slot_and_must_exist(tmp_path: Path) -> None:
     )
 
 
+def test_a_text_to_write_is_checked_against_its_examples(tmp_path: Path, policy: Policy) -> None:
+    """What the writing rules read as a text to write (or not) is held to their examples
+    at load."""
+    from gateway.memory.policy import asks_for_writing
+
+    assert asks_for_writing("Write a thank you note to my lab partner for covering for me", policy)
+    assert not asks_for_writing("write a 4-week running plan", policy)
+    old = '                     "what should I write in my diary",'
+    path, line = variant(tmp_path, old, '                     "write a poem for my gran",')
+    assert re.search(
+        rf"{re.escape(str(path))}:{line}: recall\.relevance\.writing\.not_examples\[\d\]: "
+        "a request to write",
+        error_of(path),
+    )
+
+
 def test_one_time_example_must_match(tmp_path: Path) -> None:
     old = "      examples: [今天先简单说说]"
     path, line = variant(tmp_path, old, "      examples: [明天再说]")

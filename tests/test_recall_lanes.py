@@ -1374,6 +1374,24 @@ def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway) -> None:
     assert cand["shared_terms"] == 1
 
 
+def test_a_text_to_write_is_linked_by_who_it_is_for_not_its_subject(gateway: Gateway) -> None:
+    """A listing for a house that takes pets is the readers' business: the user's cat
+    allergy is no part of it, though the same allergy matters when the user is the one
+    visiting cats. A card for the user's daughter still meets what the user said of her."""
+    me = User(gateway)
+    allergy = me.remember("I'm badly allergic to cats, my eyes swell up", type="profile")
+    mia = me.remember("My daughter Mia is turning 7 and she loves unicorns", type="profile")
+    listing = ask(
+        me, "Write a short listing blurb for a three-bed house with a fenced garden, pets welcome"
+    )
+    assert me.injected(listing) == []
+    [cand] = [c for c in me.trace(listing)["candidates"] if c["id"] == allergy]
+    assert cand["reason"] == "threshold"
+    visit = ask(me, "Staying a weekend with a friend who has two cats, any tips?")
+    assert allergy in me.injected(visit)
+    assert me.injected(ask(me, "帮我给女儿写一张生日贺卡")) == [mia]
+
+
 def test_standing_memories_never_crowd_out_a_topical_one(gateway: Gateway) -> None:
     me = User(gateway)
     for text in (

@@ -844,6 +844,23 @@ class GeneralQuestionsSpec(_Model):
     not_examples: tuple[str, ...] = ()
 
 
+class WritingSpec(_Model):
+    """Requests to write a text for someone to read (a note, an email, a listing, a card,
+    names for a game): what the text is about (a house for sale, food in the office fridge,
+    a broken water heater) is the readers' business, not the user's life, so a memory is
+    linked to it by a shared topic only through one of ``links``: who writes or is written
+    to (a child, a partner, the user's work) and when (next week's leave). Every other test
+    stands: meaning, shared words, a name, a plan due within days. `examples` must be such
+    requests; `not_examples` must not (a packing list or a meal plan is for the user).
+    ``links`` the policy has no topic of are passed over (an overlay may replace the
+    topics)."""
+
+    asks: tuple[RuleSpec, ...] = ()
+    links: tuple[Name, ...] = ()
+    examples: tuple[str, ...] = ()
+    not_examples: tuple[str, ...] = ()
+
+
 class RelevanceSpec(_Model):
     """Whether a topical memory is relevant at all; the weights only order the relevant ones.
 
@@ -877,6 +894,7 @@ class RelevanceSpec(_Model):
     # does. Not a task about the user's own life ("travel": the kids go on the ski trip).
     meaning_only_in_tasks: tuple[Name, ...] = ()
     general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
+    writing: WritingSpec = WritingSpec()
 
 
 class LaneSpec(_Model):
@@ -1325,6 +1343,11 @@ def general_question(text: str, policy: Policy) -> bool:
     return _matches_folded(spec.asks, folded, lowered) and not _matches_folded(
         spec.about_the_user, folded, lowered
     )
+
+
+def asks_for_writing(text: str, policy: Policy) -> bool:
+    """Whether a request asks to write a text for someone to read (``WritingSpec``)."""
+    return matches_any(policy.recall.relevance.writing.asks, text)
 
 
 def standing_by_words(text: str, policy: Policy) -> bool:
@@ -1847,6 +1870,7 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for i, example in enumerate(general.not_examples):
             if general_question(example, policy):
                 yield (*loc, "not_examples", i), "a general question by these rules"
+    yield from _check_writing(policy)
     for i, example in enumerate(policy.changes.not_examples):
         if changes_ok and says_change(example, policy):
             yield ("changes", "not_examples", i), "a change pattern matches it"
@@ -1873,6 +1897,21 @@ def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
     for j, word in enumerate(rule.needs):
         if word != word.lower():
             yield (*loc, "needs", j), "must be lower-case (it is looked for in lower-cased text)"
+
+
+def _check_writing(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    writing = policy.recall.relevance.writing
+    loc: Loc = ("recall", "relevance", "writing")
+    problems = [p for i, r in enumerate(writing.asks) for p in _check_rule(r, (*loc, "asks", i))]
+    yield from problems
+    if any(p[-1] == "regex" for p, _ in problems):
+        return
+    for i, example in enumerate(writing.examples):
+        if not asks_for_writing(example, policy):
+            yield (*loc, "examples", i), "not a request to write by these rules"
+    for i, example in enumerate(writing.not_examples):
+        if asks_for_writing(example, policy):
+            yield (*loc, "not_examples", i), "a request to write by these rules"
 
 
 def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:

@@ -28,6 +28,7 @@ from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity
 from gateway.memory.policy import (
     Policy,
+    asks_for_writing,
     change_may_replace,
     change_names,
     change_subjects,
@@ -122,6 +123,9 @@ class _Searches:
     vector: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]]
     query_topics: list[str]
     memory_topics: frozenset[str]  # memory topics that matter to the request's topics
+    # ... and those its subject reaches, linking or not: a memory about the subject of a
+    # text to write is not about other things (no off-topic bar), though not linked by it
+    subject_topics: frozenset[str]
     query_terms: frozenset[str]
     query_names: frozenset[str]  # names inside the request's sentences (name_words)
     # capitalised words opening the request's sentences: names only if a memory writes them
@@ -147,6 +151,7 @@ class _Searches:
 class _About:
     query_topics: list[str]
     memory_topics: list[str]  # memory topics that matter to the request's topics
+    subject_topics: frozenset[str]
     names: Names
     general: bool
 
@@ -288,7 +293,9 @@ class Recaller:
                 # about other things than the request: by its words' topics (a plan is on
                 # the agenda by its type alone, which says nothing of what it is about)
                 worded = set(hit.memory.topics) - held
-                cand.off_topic = bool(worded and searches.query_topics)  # type: ignore[union-attr]
+                cand.off_topic = bool(
+                    worded and searches.query_topics and not worded & searches.subject_topics  # type: ignore[union-attr]
+                )
             result.candidates.append(cand)
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
         # the cache holds every scope and expiry: the request sees what Redis's filter would
@@ -426,6 +433,7 @@ class Recaller:
             vector_search,
             about.query_topics,
             frozenset(about.memory_topics),
+            about.subject_topics,
             # the words shared with a memory are the request's own: a sentence to translate
             # or a story to proofread is not what the user asks about
             frozenset((words if own == text else search_text(own)).split()),
@@ -443,18 +451,26 @@ class Recaller:
         text it carries (``works_on_given_text``); when its instruction names no topic, the
         user's life is no part of it ("帮我翻译这句话：..."), and the meaning of a bare
         instruction says nothing, so only a name both write links a memory, as for a
-        question about how the world is."""
-        query_topics = topics_of(own, self.policy)
+        question about how the world is. A request to write a text for someone to read
+        (``WritingSpec``) reaches a memory only through the topics of who and when: what the
+        text is about is the readers' business."""
+        policy = self.policy
+        query_topics = topics_of(own, policy)
         names = (
             name_words(own)
-            if self.policy.recall.relevance.shared_name
+            if policy.recall.relevance.shared_name
             else Names(frozenset(), frozenset())
         )
+        subject = policy.topics_reaching(query_topics)
+        reached = subject
+        if reached and asks_for_writing(own, policy):
+            reached = reached.intersection(policy.recall.relevance.writing.links)
         return _About(
             query_topics,
-            sorted(self.policy.topics_reaching(query_topics)),
+            sorted(reached),
+            subject,
             names,
-            general_question(own, self.policy) or (given and not query_topics),
+            general_question(own, policy) or (given and not query_topics),
         )
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
