@@ -666,6 +666,16 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert {"books", "screen"} <= set(topics_of("Big fan of sci-fi, Becky Chambers mostly", policy))
     assert "food" in topics_of("我對乳製品不耐受", policy)
     assert "pets" not in topics_of("How do I read a JSON file in Python?", policy)
+    # an editor's keys and edits are about code, where the user's editor matters; a
+    # shortcut of the operating system or of the way to the shops is not
+    for edit in (
+        "how do i bind a shortcut to run just the test file i'm in?",
+        "what's the shortcut to put a cursor on several lines at once?",
+        "怎么把项目里的一个变量名全部改掉",
+    ):
+        assert "coding" in topics_of(edit, policy), edit
+    for other in ("What is the shortcut to select all on a Mac?", "a shortcut to run to the shops"):
+        assert "coding" not in topics_of(other, policy), other
     # "at a stretch" is not a stretch, "work out how much" not a workout
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
