@@ -318,6 +318,10 @@ def test_a_length_wish_in_unlisted_words_is_of_the_length_slot(policy: Policy) -
     assert derive_slot(text, policy, "length") == "length"
     assert derive_slot(text, policy, "preference") is None
     assert derive_slot("use bullet points, no walls of prose", policy, "length") == "output_format"
+    # so is a tone wish: the gentler one replaces "roast my code"
+    gentle = "最近压力很大，说话温柔点，多鼓励我"
+    assert derive_slot("Be brutally blunt with my code, roast it", policy, "tone") == "tone"
+    assert derive_slot(gentle, policy, "tone") == "tone"
 
 
 def test_a_type_is_of_one_slot_and_must_exist(tmp_path: Path) -> None:
@@ -326,10 +330,9 @@ def test_a_type_is_of_one_slot_and_must_exist(tmp_path: Path) -> None:
     assert re.search(
         rf":{line}: slots\[\d+\]\.of_types\[1\]: unknown memory type 'lenght'", (error_of(path))
     )
-    tone = "  - name: tone\n    description: The tone answers should take.\n"
-    path, line = variant(tmp_path, tone, tone + "    of_types: [length]\n")
+    path, line = variant(tmp_path, "    of_types: [tone]\n", "    of_types: [tone, length]\n")
     assert re.search(
-        rf":{line + 2}: slots\[\d+\]\.of_types\[0\]: length is of slot length", error_of(path)
+        rf":{line}: slots\[\d+\]\.of_types\[1\]: length is of slot length", error_of(path)
     )
 
 
