@@ -343,6 +343,7 @@ def test_a_text_to_write_is_checked_against_its_examples(tmp_path: Path, policy:
 
     assert asks_for_writing("Write a thank you note to my lab partner for covering for me", policy)
     assert not asks_for_writing("write a 4-week running plan", policy)
+    assert asks_for_writing("write me a limerick about a cat who hates Mondays", policy)
     old = '                     "what should I write in my diary",'
     path, line = variant(tmp_path, old, '                     "write a poem for my gran",')
     assert re.search(

@@ -676,6 +676,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         assert "coding" in topics_of(edit, policy), edit
     for other in ("What is the shortcut to select all on a Mac?", "a shortcut to run to the shops"):
         assert "coding" not in topics_of(other, policy), other
+    # working out a sum is no workout, a build's status no run, a treat for the cat no food
+    # of the user's
+    assert "fitness" not in topics_of("how do I work out depreciation on a tractor?", policy)
+    assert "fitness" in topics_of("I work out three times a week", policy)
+    assert "fitness" not in topics_of(
+        "icons for builds: passing, failing, running, skipped", policy
+    )
+    assert "food" not in topics_of("is canned tuna ok as a treat for my cat?", policy)
+    assert "food" not in topics_of("is chocolate toxic to dogs?", policy)
     # "at a stretch" is not a stretch, "work out how much" not a workout
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
