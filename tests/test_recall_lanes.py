@@ -381,6 +381,11 @@ HEARING = [
         ("I'm a full-time solo indie dev, my two apps are my whole income", "job"),
         ("Left Hale & Brook — it's my own practice now, just me and one assistant", "job"),
         ("去年底自己出来单干了，在镇上开了家自己的药房", "job"),
+        # gig work is a job; someone else's is not the user's
+        ("我在成都送外卖，骑电动车，一天跑十个钟", "job"),
+        ("I drive for Uber most nights", "job"),
+        ("I'm a jazz singer-songwriter, touring pubs this summer", "job"),
+        ("我老公送外卖，天天很晚回家", None),
         (
             "We finally got the keys and moved into the farmhouse just outside Hay-on-Wye!",
             "location",
@@ -685,6 +690,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     )
     assert "food" not in topics_of("is canned tuna ok as a treat for my cat?", policy)
     assert "food" not in topics_of("is chocolate toxic to dogs?", policy)
+    assert "music" in topics_of("how do I save my voice over back to back gigs?", policy)
     # "at a stretch" is not a stretch, "work out how much" not a workout
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
