@@ -691,6 +691,10 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" not in topics_of("is canned tuna ok as a treat for my cat?", policy)
     assert "food" not in topics_of("is chocolate toxic to dogs?", policy)
     assert "music" in topics_of("how do I save my voice over back to back gigs?", policy)
+    assert "food" not in topics_of("家里的猫这两天都不怎么吃东西", policy)
+    # leaving work is a time of day, not the job
+    assert topics_of("每天下班都要打两把游戏", policy)[:1] == ["timetable"]
+    assert "work" not in topics_of("每天下班都要打两把游戏", policy)
     # "at a stretch" is not a stretch, "work out how much" not a workout
     assert topics_of("How can I stay focused when I write for hours at a stretch?", policy) == []
     # a pet matters to furniture, plants and pest control, not to a leaking tap
