@@ -318,6 +318,9 @@ def test_a_length_wish_in_unlisted_words_is_of_the_length_slot(policy: Policy) -
     assert derive_slot(text, policy, "length") == "length"
     assert derive_slot(text, policy, "preference") is None
     assert derive_slot("use bullet points, no walls of prose", policy, "length") == "output_format"
+    # ... but not one for some answers only, which replaces no wish for all of them
+    assert derive_slot("讲历史的时候可以展开讲讲", policy, "length") is None
+    assert derive_slot("When I ask for a recipe, give the full method", policy, "length") is None
     # so is a tone wish: the gentler one replaces "roast my code"
     gentle = "最近压力很大，说话温柔点，多鼓励我"
     assert derive_slot("Be brutally blunt with my code, roast it", policy, "tone") == "tone"

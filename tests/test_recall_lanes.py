@@ -386,6 +386,11 @@ HEARING = [
         ("I drive for Uber most nights", "job"),
         ("I'm a jazz singer-songwriter, touring pubs this summer", "job"),
         ("我老公送外卖，天天很晚回家", None),
+        ("Should I drive for Uber on weekends for extra cash?", None),
+        ("I'm a singer in the church choir on Sundays", None),
+        # a two-word name offered only beside a title or a name: not a drink
+        ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
+        ("Actually just Earl Grey is fine, no sugar", None),
         (
             "We finally got the keys and moved into the farmhouse just outside Hay-on-Wye!",
             "location",

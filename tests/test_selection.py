@@ -461,7 +461,7 @@ def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Poli
     assert due > 0
     words = frozenset({"puffins", "pack", "boat", "trip"})
 
-    def plan(*, saved_days_before_end: float, vector: float = 0.1) -> Candidate:
+    def plan(*, saved_days_before_end: float, vector: float = 0.2) -> Candidate:
         cand = Candidate(
             memory(
                 "Heading out to the Farne Islands this weekend for the puffins!",
@@ -488,6 +488,31 @@ def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Poli
         saved_days_before_end=5, vector=policy.recall.relevance.topic_min_similarity - 0.1
     )
     assert first_failure(opposed, policy, LIFE, NOW, words) == "threshold"
+    # about other topics than the request's, a meaning unrelated is not enough either
+    unrelated = policy.recall.relevance.shared_terms_min_similarity - 0.05
+    assert first_failure(
+        plan(saved_days_before_end=5, vector=unrelated), policy, LIFE, NOW, words
+    ) == ("threshold")
+    # the day after the span: the memory was saved for longer than the coming days
+    assert first_failure(plan(saved_days_before_end=due + 1), policy, LIFE, NOW, words) == (
+        "threshold"
+    )
+    # about other topics, a word the topics read as a subject is not enough: the pet
+    # python's vet visit this weekend is no Python question
+    pet = Candidate(
+        memory(
+            "Taking my ball python to the vet this weekend",
+            type="plan",
+            days_old=2,
+            expires_at=NOW + timedelta(days=3),
+        ),
+        0.3,
+        12.0,
+        0.3,
+    )
+    pet.off_topic = True
+    python = frozenset({"python", "json", "read", "file"})
+    assert first_failure(pet, policy, LIFE, NOW, python) == "threshold"
     in_project = Identity("t", "u", "birds-app", "on", "tr_proj")
     assert first_failure(plan(saved_days_before_end=5), policy, in_project, NOW, words) == (
         "threshold"

@@ -340,8 +340,11 @@ class SlotSpec(_Model):
     types: tuple[Name, ...] = ()
     # A memory of one of these types that no slot's rules place is about this slot: a
     # length wish in words no rule lists ("最近忙疯了，回答尽量短") still replaces the older
-    # length wish. A type names at most one slot.
+    # length wish. A type names at most one slot. Not a text matching ``unless`` or
+    # ``of_types_unless``: a wish for some answers only ("讲历史的时候可以展开讲讲") is no
+    # wish for all of them, and replaces none.
     of_types: tuple[Name, ...] = ()
+    of_types_unless: tuple[RuleSpec, ...] = ()
     # When set, the only topics a memory of this slot takes from its words (besides the
     # topics naming the slot): a job's trade is not the user's life ("UX designer at a
     # health-tech startup" is no health fact, "line cook at Denny's" no food preference).
@@ -877,11 +880,13 @@ class RelevanceSpec(_Model):
     # word both write capitalised away from a sentence's start) is relevant unless its
     # meaning is opposed (topic_min_similarity)
     shared_name: bool = False
-    # A memory ending within this many days (a plan for this weekend, a goal for this month)
-    # is relevant on one content word it shares with the request, meaning not opposed
-    # (topic_min_similarity): what the user is about to do is what they most likely ask
-    # about ("the Great North Run this Sunday" for "the night before a half marathon"),
-    # and a user has few such memories at a time for a word to meet by chance. 0: off.
+    # A memory said for the coming days (saved at most this many days before it ends: a race
+    # this Sunday, the dentist on Wednesday) is relevant on one content word it shares with
+    # the request, meaning not opposed (topic_min_similarity): what the user is about to do
+    # is what they most likely ask about ("the Great North Run this Sunday" for "the night
+    # before a half marathon"). About other topics than the request's, the word must be one
+    # no topic or slot reads as a subject ("python") and the meaning not unrelated
+    # (shared_terms_min_similarity). A memory's span is read from when it was saved. 0: off.
     due_within_days: Annotated[int, Field(ge=0)] = 0
     # In a request naming a project, a memory of the user's life (global scope) is relevant
     # on its meaning alone (``similarity``): the request's words there describe what the
@@ -1190,6 +1195,10 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
     if memory_type is not None:
         for slot in policy.slots:
             if memory_type in slot.of_types:
+                if any(
+                    rule.compiled.search(folded) for rule in (*slot.unless, *slot.of_types_unless)
+                ):
+                    return None
                 return slot.name
     return None
 
@@ -1824,6 +1833,8 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
+        for j, rule in enumerate(slot.of_types_unless):
+            yield from _check_rule(rule, ("slots", i, "of_types_unless", j))
         for j, type_name in enumerate(slot.of_types):
             if type_name not in policy.types:
                 yield ("slots", i, "of_types", j), f"unknown memory type {type_name!r}"

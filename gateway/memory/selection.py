@@ -135,14 +135,24 @@ def first_failure(
         in_project=bool(ident.project_id),
         task=ident.task,
         general=general,
-        due=m.expires_at is not None
-        and m.created_at is not None
-        and m.expires_at - m.created_at <= timedelta(days=policy.recall.relevance.due_within_days),
+        due=_due(m, policy.recall.relevance.due_within_days),
+        subject_words=policy.vocabulary,
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
         return "superseded"
     return None
+
+
+def _due(memory: Memory, within_days: int) -> bool:
+    """Said for the coming days: saved at most ``within_days`` before it ends (a race this
+    Sunday, the dentist on Wednesday); 0 turns the test off."""
+    return (
+        within_days > 0
+        and memory.expires_at is not None
+        and memory.created_at is not None
+        and memory.expires_at - memory.created_at <= timedelta(days=within_days)
+    )
 
 
 def relevant(
@@ -156,13 +166,17 @@ def relevant(
     task: str | None = None,
     general: bool = False,
     due: bool = False,
+    subject_words: frozenset[str] = frozenset(),
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated
-    (one, for a memory ending within days: ``due``).
+    (one, for a memory said for the coming days: ``due``; ``subject_words`` are the words
+    the topics and slots read as subjects, which such a memory about other topics may not
+    share alone).
 
     None of these depends on the index (a BM25 score does), and one shared incidental
-    word ("python" the pet, "Python" the language) is never enough; a memory in the
+    word ("python" the pet, "Python" the language) is not enough (but for a plan of the
+    coming days, in a word no topic reads as a subject); a memory in the
     other language (no shared words) is judged on its meaning and topics. A memory about
     other topics than the request's needs a closer meaning: a shared word, or a word with
     two senses across languages ("苹果手机" and apples in the garden), lifts the similarity
@@ -199,15 +213,18 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
-    if (
-        due
-        and linked
-        and cand.text > 0
-        and cand.vector >= bar.topic_min_similarity
-        and _shared_terms(cand, terms) >= 1
-    ):
-        # ends within days (RelevanceSpec.due_within_days): the user's next event, named
-        return True
+    if due and linked and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
+        # said for the coming days (RelevanceSpec.due_within_days): the user's next event,
+        # named. About other topics than the request's, the word must be one no topic or
+        # slot reads as a subject ("python", "java": the pet python's vet visit this weekend
+        # is no Python question) and the meaning not unrelated.
+        shared = terms & set(text_tokens(cand.memory.content))
+        cand.shared_terms = len(shared)
+        if shared and (
+            not cand.off_topic
+            or (cand.vector >= bar.shared_terms_min_similarity and bool(shared - subject_words))
+        ):
+            return True
     if cand.off_topic:
         # About something else and linked by words: a shared word lifts the similarity too
         # ("我家养了条球蟒，英文叫 ball python" against a Python question), so one is not
