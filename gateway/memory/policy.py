@@ -15,7 +15,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
@@ -1195,11 +1195,8 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
     if memory_type is not None:
         for slot in policy.slots:
             if memory_type in slot.of_types:
-                if any(
-                    rule.compiled.search(folded) for rule in (*slot.unless, *slot.of_types_unless)
-                ):
-                    return None
-                return slot.name
+                refused = (*slot.unless, *slot.of_types_unless)
+                return None if _matches_folded(refused, folded, lowered) else slot.name
     return None
 
 
@@ -1497,7 +1494,8 @@ def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None)
         found -= {
             t.name
             for t in policy.request_keyword_topics
-            if t.name in found and not _matches_folded(t.patterns, folded, lowered)
+            if t.name in found
+            and not t.matches_beyond_keywords(folded, hinted=False, lowered=lowered)
         }
     spec = next((s for s in policy.slots if s.name == slot), None) if slot else None
     if spec is not None and spec.topics is not None:
@@ -1867,21 +1865,21 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         if not problems and "who" not in rule.compiled.groupindex:
             yield ("changes", "ends_someone", i, "regex"), "name whose end it says: (?P<who>...)"
     general = policy.recall.relevance.general_questions
-    loc = ("recall", "relevance", "general_questions")
-    general_ok = True
-    for key in ("asks", "about_the_user"):
-        for i, rule in enumerate(getattr(general, key)):
-            problems = list(_check_rule(rule, (*loc, key, i)))
-            general_ok = general_ok and not any(p[-1] == "regex" for p, _ in problems)
-            yield from problems
-    if general_ok:
-        for i, example in enumerate(general.examples):
-            if not general_question(example, policy):
-                yield (*loc, "examples", i), "not a general question by these rules"
-        for i, example in enumerate(general.not_examples):
-            if general_question(example, policy):
-                yield (*loc, "not_examples", i), "a general question by these rules"
-    yield from _check_writing(policy)
+    yield from _check_request_rules(
+        {"asks": general.asks, "about_the_user": general.about_the_user},
+        (general.examples, general.not_examples),
+        lambda text: general_question(text, policy),
+        ("recall", "relevance", "general_questions"),
+        "a general question",
+    )
+    writing = policy.recall.relevance.writing
+    yield from _check_request_rules(
+        {"asks": writing.asks},
+        (writing.examples, writing.not_examples),
+        lambda text: asks_for_writing(text, policy),
+        ("recall", "relevance", "writing"),
+        "a request to write",
+    )
     for i, example in enumerate(policy.changes.not_examples):
         if changes_ok and says_change(example, policy):
             yield ("changes", "not_examples", i), "a change pattern matches it"
@@ -1910,19 +1908,30 @@ def _check_rule(rule: RuleSpec, loc: Loc) -> Iterator[tuple[Loc, str]]:
             yield (*loc, "needs", j), "must be lower-case (it is looked for in lower-cased text)"
 
 
-def _check_writing(policy: Policy) -> Iterator[tuple[Loc, str]]:
-    writing = policy.recall.relevance.writing
-    loc: Loc = ("recall", "relevance", "writing")
-    problems = [p for i, r in enumerate(writing.asks) for p in _check_rule(r, (*loc, "asks", i))]
-    yield from problems
-    if any(p[-1] == "regex" for p, _ in problems):
+def _check_request_rules(
+    rules: dict[str, tuple[RuleSpec, ...]],
+    examples: tuple[tuple[str, ...], tuple[str, ...]],
+    reads: Callable[[str], bool],
+    loc: Loc,
+    what: str,
+) -> Iterator[tuple[Loc, str]]:
+    """The rules that read a kind of request (``what``), each checked, and then, when every
+    regex compiles, the requests that must read as one and those that must not."""
+    compiled = True
+    for key, group in rules.items():
+        for i, rule in enumerate(group):
+            problems = list(_check_rule(rule, (*loc, key, i)))
+            compiled = compiled and not any(p[-1] == "regex" for p, _ in problems)
+            yield from problems
+    if not compiled:
         return
-    for i, example in enumerate(writing.examples):
-        if not asks_for_writing(example, policy):
-            yield (*loc, "examples", i), "not a request to write by these rules"
-    for i, example in enumerate(writing.not_examples):
-        if asks_for_writing(example, policy):
-            yield (*loc, "not_examples", i), "a request to write by these rules"
+    must, must_not = examples
+    for i, example in enumerate(must):
+        if not reads(example):
+            yield (*loc, "examples", i), f"not {what} by these rules"
+    for i, example in enumerate(must_not):
+        if reads(example):
+            yield (*loc, "not_examples", i), f"{what} by these rules"
 
 
 def _check_horizons(policy: Policy) -> Iterator[tuple[Loc, str]]:

@@ -218,8 +218,7 @@ def relevant(
         # named. About other topics than the request's, the word must be one no topic or
         # slot reads as a subject ("python", "java": the pet python's vet visit this weekend
         # is no Python question) and the meaning not unrelated.
-        shared = terms & set(text_tokens(cand.memory.content))
-        cand.shared_terms = len(shared)
+        shared = _shared(cand, terms)
         if shared and (
             not cand.off_topic
             or (cand.vector >= bar.shared_terms_min_similarity and bool(shared - subject_words))
@@ -245,11 +244,16 @@ def relevant(
     return False
 
 
+def _shared(cand: Candidate, terms: frozenset[str]) -> frozenset[str]:
+    """The distinct content words the memory shares with the request, their count kept
+    for the trace; worked out only when a test needs them (it tokenises the memory)."""
+    shared = terms.intersection(text_tokens(cand.memory.content))
+    cand.shared_terms = len(shared)
+    return shared
+
+
 def _shared_terms(cand: Candidate, terms: frozenset[str]) -> int:
-    """Distinct content words the memory shares with the request, kept for the trace;
-    counted only when a test needs it (it tokenises the memory)."""
-    cand.shared_terms = len(terms & set(text_tokens(cand.memory.content)))
-    return cand.shared_terms
+    return len(_shared(cand, terms))
 
 
 @dataclass(slots=True)
