@@ -388,6 +388,9 @@ HEARING = [
         ("我老公送外卖，天天很晚回家", None),
         ("Should I drive for Uber on weekends for extra cash?", None),
         ("I'm a singer in the church choir on Sundays", None),
+        # joining a club is no new job; joining a company is
+        ("I joined a masters swim club last month.", None),
+        ("I just joined a startup as a PM", "job"),
         # a two-word name offered only beside a title or a name: not a drink
         ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
         ("Actually just Earl Grey is fine, no sugar", None),
@@ -567,6 +570,13 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("饭厅想放个餐边柜，多高合适？", "food"),
         ("my kitchen cupboard door won't stay shut", "food"),
         ("微信老是弹出菜单，怎么关掉", "food"),
+        # a shop's takings, a framework contract, a masters swim club, a child's routine, a
+        # place to get to on race morning
+        ("Suggest a dashboard layout for weekly shop sales by product category", "food"),
+        ("Call with the agency this Friday about a possible framework contract", "coding"),
+        ("I joined a masters swim club last month.", "study"),
+        ("两岁小孩的睡前流程怎么安排比较好？", "agenda"),
+        ("Tips for race morning? When should I get to transition?", "money"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1324,6 +1334,20 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("帮我排一下接下来这一周组里的活儿", "agenda", "coding"),
         ("楼梯安全门怎么选？", "child", "coding"),
         ("Off to Cornwall for a week, so my plot has to fend for itself", "garden", "coding"),
+        # debugging, kanji, a triathlon's morning, bouldering, a climbing grade sent, where a
+        # shop ships, a weight to get down to, a trade's insurance
+        ("how do i set up breakpoint debugging for my flask app?", "coding", "food"),
+        (
+            "What's a realistic way to memorize kanji without burning out?",
+            "language_learning",
+            "coding",
+        ),
+        ("Any last-minute tips for race morning? What should I eat?", "fitness", "coding"),
+        ("I boulder outdoors with two crash pads", "fitness", "coding"),
+        ("目标：9月底前在野外红点一条7a。", "fitness", "coding"),
+        ("Right now I only ship within the US and Canada", "business", "coding"),
+        ("今年想把体重从68公斤减到60", "food", "coding"),
+        ("Is it worth paying for professional indemnity insurance?", "work", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1692,6 +1716,12 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ),
         # answers' currency, in both languages
         ("Show prices in US dollars", "以后金额一律用新台币", "global"),
+        # the platform a project's shop runs on, moved in the other language
+        (
+            "dash runs on WooCommerce on WordPress",
+            "dash 已经整个迁到 Shopify 了，旧的 WordPress 站下线了",
+            "project",
+        ),
         # no slot names a training split: the newer says it changed
         (
             "I do a push/pull/legs split, 6 days a week",

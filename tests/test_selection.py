@@ -517,3 +517,37 @@ def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Poli
     assert first_failure(plan(saved_days_before_end=5), policy, in_project, NOW, words) == (
         "threshold"
     )
+
+
+def test_a_plan_of_the_coming_days_named_at_work_is_relevant(policy: Policy) -> None:
+    """At work the request's words describe the work, so a memory of the user's life is
+    judged on meaning alone; a plan said for the coming days that the request names ("the
+    agency call") is the work's too. It needs a word no topic reads as a subject and a
+    meaning not unrelated, as a plan about other topics does; a plan for longer still
+    needs the meaning, and a project's words describe its code, whatever they share."""
+    bar = policy.recall.relevance
+    at_work = Identity("t", "u", None, "on", "tr_work", task="work")
+    in_project = Identity("t", "u", "birds-app", "on", "tr_proj", task="work")
+
+    def call(*, days_before_end: float, vector: float = 0.2) -> Candidate:
+        return Candidate(
+            memory(
+                "Call with the Hamburg agency this Friday about a framework contract.",
+                type="plan",
+                days_old=1,
+                expires_at=NOW - timedelta(days=1) + timedelta(days=days_before_end),
+            ),
+            vector,
+            12.0,
+            0.3,
+        )
+
+    words = frozenset({"prep", "talking", "points", "agency", "call", "rate"})
+    assert bar.shared_terms_min_similarity <= 0.2 < bar.similarity
+    assert first_failure(call(days_before_end=6), policy, at_work, NOW, words) is None
+    assert first_failure(call(days_before_end=60), policy, at_work, NOW, words) == "threshold"
+    unrelated = bar.shared_terms_min_similarity - 0.05
+    assert first_failure(
+        call(days_before_end=6, vector=unrelated), policy, at_work, NOW, words
+    ) == ("threshold")
+    assert first_failure(call(days_before_end=6), policy, in_project, NOW, words) == ("threshold")

@@ -186,8 +186,9 @@ def relevant(
     bar = spec.relevance
     # in a project or a task the request's words describe the project or the work, not the
     # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life
-    linked = cand.memory.scope != "global" or not (
-        (in_project and bar.meaning_only_in_projects) or task in bar.meaning_only_in_tasks
+    in_code = cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects
+    linked = not in_code and (
+        cand.memory.scope != "global" or task not in bar.meaning_only_in_tasks
     )
     if (
         linked
@@ -213,14 +214,17 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
-    if due and linked and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
+    if due and not in_code and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
         # said for the coming days (RelevanceSpec.due_within_days): the user's next event,
-        # named. About other topics than the request's, the word must be one no topic or
-        # slot reads as a subject ("python", "java": the pet python's vet visit this weekend
-        # is no Python question) and the meaning not unrelated.
+        # named. About other topics than the request's, or asked in a task (whose words
+        # describe the work), the word must be one no topic or slot reads as a subject
+        # ("python", "java": the pet python's vet visit this weekend is no Python question)
+        # and the meaning not unrelated: "the agency call" at work meets "Call with the
+        # Hamburg agency this Friday". A project's words describe its code, whatever the
+        # user's plans share with them.
         shared = _shared(cand, terms)
         if shared and (
-            not cand.off_topic
+            (linked and not cand.off_topic)
             or (cand.vector >= bar.shared_terms_min_similarity and bool(shared - subject_words))
         ):
             return True
