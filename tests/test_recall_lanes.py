@@ -391,6 +391,12 @@ HEARING = [
         # joining a club is no new job; joining a company is
         ("I joined a masters swim club last month.", None),
         ("I just joined a startup as a PM", "job"),
+        # a move back to a home town of a longer name, a room rented now, a weatherboard;
+        # someone else's move back is theirs
+        ("退休后搬回开平赤坎老家了，屋后有块地。", "location"),
+        ("搬出来了, 现在在 Bishan 租房间, 跟两个 flatmates 住", "location"),
+        ("We finally moved into the old weatherboard in Coburg last month!", "location"),
+        ("Yuting moved back to Taipei for work, so now we're long distance", None),
         # a two-word name offered only beside a title or a name: not a drink
         ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
         ("Actually just Earl Grey is fine, no sugar", None),
@@ -1348,6 +1354,33 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Right now I only ship within the US and Canada", "business", "coding"),
         ("今年想把体重从68公斤减到60", "food", "coding"),
         ("Is it worth paying for professional indemnity insurance?", "work", "coding"),
+        # a game's frame rate, a camera by its model or a photo's focus, exercises, pots to
+        # grow in, heatstroke, a table saw, office chairs, where one records, swallowing
+        ("赛博朋克2077画质怎么调能稳在100帧左右？", "games", "coding"),
+        ("My kit: a Canon R7 with the 100-400mm.", "photography", "coding"),
+        ("Tips for getting sharp photos of my kid's football match?", "photography", "coding"),
+        ("Any exercises I can do on breaks during a 12 hour shift?", "fitness", "coding"),
+        ("what veg could I realistically grow in pots this summer?", "garden", "coding"),
+        ("夏天中午跑单太热了，怎么防中暑？", "health", "coding"),
+        ("想入手一台台锯，家用的话推荐什么样的？", "crafts", "coding"),
+        ("公司换工位了，我想自己配一套办公桌椅", "furnishings", "coding"),
+        ("I record in a small bedroom with paper-thin walls", "creator", "coding"),
+        ("Mum has trouble swallowing since the stroke", "food", "coding"),
+        # futsal near the user's place, a walking plan, getting fitter, a date, a slippery
+        # floor, altos, a video call with a grandson, flatmates' dishes, a veg plot, a pond
+        ("any futsal courts near my place I can book for weekday nights?", "sports", "books"),
+        ("any futsal courts near my place I can book for weekday nights?", "place", "books"),
+        ("Make me a simple 4 week walking plan, I want to get my sugar down", "fitness", "coding"),
+        ("Make me a simple 4 week walking plan, I want to get my sugar down", "food", "coding"),
+        ("give me a 4-week plan to get fitter before the new season starts", "fitness", "coding"),
+        ("any ideas for a date we can do over video call?", "partner", "coding"),
+        ("Any tips to make our bathroom safer? The floor is slippery tile.", "mobility", "coding"),
+        ("Can you suggest a 15-minute warm-up for a small group of altos?", "music", "coding"),
+        ("同孙仔视频的时候画面成日卡住", "software", "coding"),
+        ("one of the guys keeps leaving dirty dishes in the sink for days", "housework", "food"),
+        ("renting in Bishan with flatmates", "housework", "food"),
+        ("My veggie plot has choy sum, long beans and bitter melon", "garden", "coding"),
+        ("One of the koi in our pond has a white fuzzy patch", "pets", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1716,6 +1749,17 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ),
         # answers' currency, in both languages
         ("Show prices in US dollars", "以后金额一律用新台币", "global"),
+        # what a project is built with, where no slot names the tool
+        (
+            "The dash site is built with Jekyll.",
+            "dash 已经用 Astro 重做了，Jekyll 那套废弃了。",
+            "project",
+        ),
+        (
+            "dash 的计算模型是用Midas Civil 2019建的。",
+            "The team moved the whole dash model to SAP2000 v24 last month.",
+            "project",
+        ),
         # the platform a project's shop runs on, moved in the other language
         (
             "dash runs on WooCommerce on WordPress",
@@ -1803,6 +1847,42 @@ async def test_what_is_not_a_newer_value_stands(service: Memories, old: str, new
     second = await service.create(ident, content=new, type="preference")
     assert second.superseded == []
     assert (await service.get(ident, first.memory.id)).status == "active"
+
+
+async def test_a_project_date_moved_leaves_what_it_is_built_with(service: Memories) -> None:
+    """A project's deadline moved is no move to another tool."""
+    ident = Identity(f"tool{time.time_ns()}", "ann", "dash", "on", "tr_tool")
+    built = await service.create(
+        ident,
+        content="The dash site is built with Jekyll.",
+        type="project",
+        scope="project",
+        project_id="dash",
+    )
+    moved = await service.create(
+        ident,
+        content="The dash launch moved to March",
+        type="project",
+        scope="project",
+        project_id="dash",
+    )
+    assert moved.superseded == []
+    assert (await service.get(ident, built.memory.id)).status == "active"
+
+
+def test_a_fear_or_a_device_reaches_the_journey_it_bears_on(gateway: Gateway) -> None:
+    """A fear of heights matters to what to see on a trip, a pacemaker to airport
+    security; neither to the other, nor to code."""
+    me = User(gateway)
+    heights = me.remember(
+        "I'm terrified of heights. Glass floors, cliff walks, nope.", type="profile"
+    )
+    pacer = me.remember("I've had a pacemaker since 2021.", type="profile")
+    sights = ask(me, "First time in Sydney and I've only got one full day. What should I do?")
+    assert me.injected(sights) == [heights]
+    security = ask(me, "Anything I should know about getting through airport security at Narita?")
+    assert me.injected(security) == [pacer]
+    assert me.injected(ask(me, "How do I fix this SQL query that returns duplicate rows?")) == []
 
 
 def test_a_change_recalled_beside_what_it_changed_leaves_that_out(gateway: Gateway) -> None:
