@@ -159,6 +159,18 @@ def test_the_table_covers_every_tier_source_and_reason() -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "reasons"),
+    [
+        # "this time" of a plan says who or where this time, not how to answer once
+        ("下周去汉诺威，这次豆包送宠物酒店，10天", ()),
+        ("这次简短一点", ONE_TIME),
+    ],
+)
+def test_this_time_in_a_plan_is_no_one_time_wish(content: str, reasons: tuple[str, ...]) -> None:
+    assert decide(content, type="plan").reasons == reasons
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         pytest.param({"type": "mood"}, id="unknown type"),

@@ -397,6 +397,8 @@ HEARING = [
         ("搬出来了, 现在在 Bishan 租房间, 跟两个 flatmates 住", "location"),
         ("We finally moved into the old weatherboard in Coburg last month!", "location"),
         ("Yuting moved back to Taipei for work, so now we're long distance", None),
+        # a name no longer to use
+        ("Stop calling me 张总 lol, just Leo", "name"),
         # a two-word name offered only beside a title or a name: not a drink
         ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
         ("Actually just Earl Grey is fine, no sugar", None),
@@ -583,6 +585,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I joined a masters swim club last month.", "study"),
         ("两岁小孩的睡前流程怎么安排比较好？", "agenda"),
         ("Tips for race morning? When should I get to transition?", "money"),
+        # a rash is no beehive, a time of life no studies now
+        ("I'm allergic to penicillin, found out in college when I broke out in hives.", "garden"),
+        ("I'm allergic to penicillin, found out in college when I broke out in hives.", "study"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1381,6 +1386,24 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("renting in Bishan with flatmates", "housework", "food"),
         ("My veggie plot has choy sum, long beans and bitter melon", "garden", "coding"),
         ("One of the koi in our pond has a white fuzzy patch", "pets", "coding"),
+        # an editor's jumps and embedded code, intervals and steps, stairs down a mountain, a
+        # trip to meet clients, how far from home, a trade's tax, phrases for a trip, a cake
+        ("go-to-definition can't find the HAL headers in my embedded C project", "coding", "food"),
+        ("cheaper alternatives to nRF52840 for BLE?", "coding", "food"),
+        ("what should I eat the night before an early interval session?", "fitness", "coding"),
+        ("any ideas to sneak more walking into a school day?", "fitness", "coding"),
+        ("下周想走峨眉山金顶那条线，下山全是台阶，要注意点啥？", "mobility", "coding"),
+        ("下个月初去法兰克福 Eurobike，然后去阿姆斯特丹见客户", "travel", "coding"),
+        ("whats a good weekend fishing spot within 2 hours of home?", "place", "coding"),
+        ("what expenses should I be tracking this year for taxes?", "business", "coding"),
+        ("Im leased on with Landstar now as an owner operator", "business", "coding"),
+        (
+            "going to Cancun in the fall, what phrases should I practice?",
+            "language_learning",
+            "coding",
+        ),
+        ("周末想烤个6寸戚风，给我一个不容易失败的配方", "food", "coding"),
+        ("I like trails with streams and forest", "fitness", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1759,6 +1782,27 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "dash 的计算模型是用Midas Civil 2019建的。",
             "The team moved the whole dash model to SAP2000 v24 last month.",
             "project",
+        ),
+        (
+            "dash 的视频我用iMovie剪,简单好用",
+            "Switched over to DaVinci Resolve for dash",
+            "project",
+        ),
+        # a language gone back to, units for a truck's fuel, a recipe's measures
+        (
+            "Answer in English from now on, I need the practice",
+            "算了还是中文吧，英文看得太累",
+            "global",
+        ),
+        (
+            "give me distances in kilometers too",
+            "forget the km thing, just miles and gallons from now on",
+            "global",
+        ),
+        (
+            "烘焙配方给我用杯和勺就行，我没有秤。",
+            "Bought a kitchen scale - give me recipes in grams now.",
+            "global",
         ),
         # the platform a project's shop runs on, moved in the other language
         (
