@@ -399,6 +399,12 @@ HEARING = [
         ("Yuting moved back to Taipei for work, so now we're long distance", None),
         # a name no longer to use
         ("Stop calling me 张总 lol, just Leo", "name"),
+        # a home named in Latin letters, rented or shared now
+        ("我们上个月搬到 Leith 了，就在 the Shore 旁边。", "location"),
+        ("搬家了，现在住Markham。", "location"),
+        ("moved out of the dorm, now sharing a flat near Xinjiekou with a roommate", "location"),
+        ("Finally landed in Seattle! Renting a place in Bellevue near the new office.", "location"),
+        ("我妈搬到 Leeds 了", None),
         # a two-word name offered only beside a title or a name: not a drink
         ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
         ("Actually just Earl Grey is fine, no sugar", None),
@@ -588,6 +594,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # a rash is no beehive, a time of life no studies now
         ("I'm allergic to penicillin, found out in college when I broke out in hives.", "garden"),
         ("I'm allergic to penicillin, found out in college when I broke out in hives.", "study"),
+        # a kitchen timer, rabbits named like food
+        ("我自己备课喜欢用番茄钟。", "food"),
+        ("Two house rabbits, Mochi and Tofu.", "food"),
+        ("Mochi and Tofu are our rabbits.", "food"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1404,6 +1414,30 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ),
         ("周末想烤个6寸戚风，给我一个不容易失败的配方", "food", "coding"),
         ("I like trails with streams and forest", "fitness", "coding"),
+        # Cantonese: kids, snacks, moving house, mahjong, a sister
+        ("附近有冇啲適合帶細路去嘅周末活動？", "child", "coding"),
+        ("聽日上大家姐度打牌，我想帶啲小食過去", "food", "coding"),
+        ("聽日上大家姐度打牌，我想帶啲小食過去", "sibling", "coding"),
+        ("搬屋前我想自己執埋啲書同廚具先入箱", "mobility", "coding"),
+        ("我阿妹話我成日出銃，有冇啲防守技巧可以學？", "games", "coding"),
+        # running taken up again, a career step, a coach's team, a van to rent, seasickness,
+        # birdwatching, a poster talk, a graphics card, money to place, time away from home
+        ("Give me a 4-week plan to start running again", "fitness", "coding"),
+        (
+            "Should I do a tax specialisation or a data analytics certificate next?",
+            "work",
+            "coding",
+        ),
+        ("赛季结束了，给小队员们买点什么小奖品好？", "sports", "coding"),
+        ("要搬一台二手冰箱回餐馆，要不要租车？", "vehicles", "coding"),
+        ("I get badly seasick, even on short RIB crossings.", "boats", "coding"),
+        ("我每年夏天在 Isle of May 上数海鹦和三趾鸥。", "outings", "coding"),
+        ("Help me prep a 3-minute pitch for my poster next week", "speaking", "coding"),
+        ("is a 4060 Ti worth it over my 3060 for gaming?", "gadgets", "coding"),
+        ("got 3000 extra this month. where should it go", "money", "coding"),
+        ("What do we need to sort out at home before we go?", "pets", "coding"),
+        ("first time at a pho place, what do i order", "food", "coding"),
+        ("厨房吊柜想自己装，装高一点，我一个人能搞定吗", "mobility", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1803,6 +1837,25 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "烘焙配方给我用杯和勺就行，我没有秤。",
             "Bought a kitchen scale - give me recipes in grams now.",
             "global",
+        ),
+        # a currency of a named country's dollars, Cantonese by its common name
+        ("Quote prices in USD", "Actually give me prices in HK dollars from now on", "global"),
+        ("Please answer in English.", "由今日開始用廣東話口語答我啦，睇得舒服啲。", "global"),
+        # where a project's file lives, what its site is, a database named by its product
+        (
+            "dash budget lives in Numbers on my MacBook.",
+            "dash 預算已經搬咗去 Excel，用 Power Pivot。",
+            "project",
+        ),
+        (
+            "dash band site is just plain HTML + jQuery",
+            "dash 官网重构成 Astro 了，jQuery 那套全删了",
+            "project",
+        ),
+        (
+            "dash's data source is an Access database on the shared drive.",
+            "dash 嘅 data source 轉咗去 SQL Server。",
+            "project",
         ),
         # the platform a project's shop runs on, moved in the other language
         (
