@@ -163,11 +163,13 @@ def test_the_table_covers_every_tier_source_and_reason() -> None:
     [
         # "this time" of a plan says who or where this time, not how to answer once
         ("下周去汉诺威，这次豆包送宠物酒店，10天", ()),
+        ("CKA 考試訂在 7 月 10 號，這次一定要過。", ()),
         ("这次简短一点", ONE_TIME),
     ],
 )
 def test_this_time_in_a_plan_is_no_one_time_wish(content: str, reasons: tuple[str, ...]) -> None:
     assert decide(content, type="plan").reasons == reasons
+    assert decide(content, type="goal").reasons == reasons
 
 
 @pytest.mark.parametrize(

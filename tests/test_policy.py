@@ -1036,3 +1036,21 @@ def test_the_start_of_next_month_said_in_december_is_januarys(policy: Policy) ->
         saved = datetime(2027, 12, day, 12, tzinfo=UTC)
         until = policy.horizons.until("下个月初考四级", "plan", saved)
         assert until == datetime(2028, 1, 11, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("typed", "read"),
+    [
+        ("我哋搬咗屋", "我们搬了屋"),
+        ("俺有糖尿病", "我有糖尿病"),
+        ("佢冇睇", "他没看"),
+        ("幫我出五題化學題", "帮我出五题化学题"),
+        ("关系很好", "关系很好"),
+    ],
+)
+def test_spoken_cantonese_and_northern_words_read_as_mandarin(typed: str, read: str) -> None:
+    """The rules are written in Mandarin; a few everyday words of spoken Cantonese and of the
+    north fold into it, as Traditional characters fold into Simplified."""
+    from gateway.memory.policy import normalize
+
+    assert normalize(typed) == read

@@ -405,6 +405,12 @@ HEARING = [
         ("moved out of the dorm, now sharing a flat near Xinjiekou with a roommate", "location"),
         ("Finally landed in Seattle! Renting a place in Bellevue near the new office.", "location"),
         ("我妈搬到 Leeds 了", None),
+        # a move told by the season, a boat moored somewhere new; a name said with 就中
+        ("今年开春搬到镇上住了，地还在村里种。", "location"),
+        ("船现在挪到Limehouse Basin了，接下来几个月都停这儿。", "location"),
+        ("叫俺老李就中，别整啥先生、老师的。", "name"),
+        ("别叫李叔了，听着生分，以后叫老李就中。", "name"),
+        ("医生叫我少吃盐就好", None),
         # a two-word name offered only beside a title or a name: not a drink
         ("Actually just Wei Ling is fine, the Dr. thing feels too stiff", "name"),
         ("Actually just Earl Grey is fine, no sugar", None),
@@ -1438,6 +1444,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("What do we need to sort out at home before we go?", "pets", "coding"),
         ("first time at a pho place, what do i order", "food", "coding"),
         ("厨房吊柜想自己装，装高一点，我一个人能搞定吗", "mobility", "coding"),
+        # a motorbike, a steamed bun, a pig farm, an animal off its food, a long-haul flight,
+        # patrons, something to listen to
+        ("Looking for a helmet intercom, I ride an adventure bike", "vehicles", "coding"),
+        ("晚上想蒸一锅杂面馍，面跟水咋配比", "food", "coding"),
+        ("这礼拜六打猪瘟疫苗，兽医上午来。", "livestock", "coding"),
+        ("one of uncle's animals stopped eating 2 days ago", "livestock", "coding"),
+        ("We fly to Taipei on 2 July, our first long-haul with Lea.", "transport", "coding"),
+        ("New goal: 300 patrons by the end of the year.", "creator", "coding"),
+        ("need something to listen to during long inking sessions", "music", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(

@@ -1143,6 +1143,30 @@ class Policy(_Model):
 
 
 _T2S = opencc.OpenCC("t2s")
+
+# Spoken Cantonese and northern words for "I", "of", "have not", "see" ... read as the Mandarin
+# the rules are written in ("我哋搬咗屋" is "我们搬了屋", "俺有糖尿病" is "我有糖尿病"), one
+# character each. Not 係 (it folds to 系, as in 关系) nor 唔 ("唔该" is thanks).
+_DIALECT = str.maketrans(
+    {
+        "俺": "我",
+        "哋": "们",
+        "佢": "他",
+        "嘅": "的",
+        "咗": "了",
+        "冇": "没",
+        "喺": "在",
+        "睇": "看",
+        "嚟": "来",
+        "啲": "些",
+        "俾": "给",
+        "咩": "什么",
+        "乜": "什么",
+        "揾": "找",
+        "攞": "拿",
+        "瞓": "睡",
+    }
+)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
@@ -1152,10 +1176,11 @@ def normalize(text: str) -> str:
     NFKC turns full-width letters and digits (ＦａｓｔＡＰＩ, １２３) into ASCII; phones type
     curly apostrophes ("let’s"), the rules use straight ones; and the rules' Chinese is
     Simplified, so Traditional characters are converted (OpenCC's t2s: "幫我出五題化學題" is
-    "帮我出五题化学题").
+    "帮我出五题化学题"), and a few spoken Cantonese and northern words read as Mandarin
+    (``_DIALECT``).
     """
     folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
-    return folded if folded.isascii() else _T2S.convert(folded)
+    return folded if folded.isascii() else _T2S.convert(folded).translate(_DIALECT)
 
 
 def matches_any(rules: Sequence[RuleSpec], text: str) -> bool:
