@@ -165,6 +165,9 @@ def test_the_table_covers_every_tier_source_and_reason() -> None:
         ("下周去汉诺威，这次豆包送宠物酒店，10天", ()),
         ("CKA 考試訂在 7 月 10 號，這次一定要過。", ()),
         ("这次简短一点", ONE_TIME),
+        # ... but a wish about this answer is one, however it is said
+        ("这次一定用英文回答我", ONE_TIME),
+        ("这次送我一首诗吧", ONE_TIME),
     ],
 )
 def test_this_time_in_a_plan_is_no_one_time_wish(content: str, reasons: tuple[str, ...]) -> None:

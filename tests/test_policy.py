@@ -1046,6 +1046,8 @@ def test_the_start_of_next_month_said_in_december_is_januarys(policy: Policy) ->
         ("佢冇睇", "他没看"),
         ("幫我出五題化學題", "帮我出五题化学题"),
         ("关系很好", "关系很好"),
+        ("俾斯麦统一了德国", "俾斯麦统一了德国"),
+        ("小羊咩咩叫", "小羊咩咩叫"),
     ],
 )
 def test_spoken_cantonese_and_northern_words_read_as_mandarin(typed: str, read: str) -> None:

@@ -896,7 +896,9 @@ class RelevanceSpec(_Model):
     # Likewise in a request naming one of these tasks ("work"): a handover of patients'
     # health or a class handout is the work's subject, not the user's, so the user's bad back
     # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still
-    # does. Not a task about the user's own life ("travel": the kids go on the ski trip).
+    # does, and so does a plan of the coming days the request names by a word no topic
+    # reads as a subject (``due_within_days``: "the agency call"). Not a task about the
+    # user's own life ("travel": the kids go on the ski trip).
     meaning_only_in_tasks: tuple[Name, ...] = ()
     general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
     writing: WritingSpec = WritingSpec()
@@ -1146,7 +1148,8 @@ _T2S = opencc.OpenCC("t2s")
 
 # Spoken Cantonese and northern words for "I", "of", "have not", "see" ... read as the Mandarin
 # the rules are written in ("我哋搬咗屋" is "我们搬了屋", "俺有糖尿病" is "我有糖尿病"), one
-# character each. Not 係 (it folds to 系, as in 关系) nor 唔 ("唔该" is thanks).
+# character each. Not those that are Mandarin words or names too: 係 (folded to 系, as in
+# 关系), 唔 ("唔该" is thanks), 俾 (俾斯麦), 咩 (a lamb's 咩咩), 乜 (a surname).
 _DIALECT = str.maketrans(
     {
         "俺": "我",
@@ -1159,9 +1162,6 @@ _DIALECT = str.maketrans(
         "睇": "看",
         "嚟": "来",
         "啲": "些",
-        "俾": "给",
-        "咩": "什么",
-        "乜": "什么",
         "揾": "找",
         "攞": "拿",
         "瞓": "睡",

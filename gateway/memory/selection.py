@@ -185,7 +185,8 @@ def relevant(
     """
     bar = spec.relevance
     # in a project or a task the request's words describe the project or the work, not the
-    # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life
+    # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life,
+    # but for a plan of the coming days a task's request names (the `due` test below)
     in_code = cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects
     linked = not in_code and (
         cand.memory.scope != "global" or task not in bar.meaning_only_in_tasks
