@@ -451,6 +451,22 @@ def test_a_doubled_name_links_a_grandchild_to_her_birthday(policy: Policy) -> No
     assert first_failure(pony, policy, LIFE, NOW, words) == "threshold"
 
 
+def plan_candidate(
+    text: str, *, days_old: float, days_before_end: float, vector: float
+) -> Candidate:
+    """A plan saved ``days_old`` ago that ends ``days_before_end`` days after it was saved,
+    found by both searches (text score 12, fused 0.3)."""
+    saved = NOW - timedelta(days=days_old)
+    return Candidate(
+        memory(
+            text, type="plan", days_old=days_old, expires_at=saved + timedelta(days=days_before_end)
+        ),
+        vector,
+        12.0,
+        0.3,
+    )
+
+
 def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Policy) -> None:
     """What the user is about to do is what they most likely ask about: a plan said for
     the coming days (saved at most ``due_within_days`` before it ends) needs one content
@@ -462,16 +478,11 @@ def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Poli
     words = frozenset({"farne", "pack", "boat", "trip"})
 
     def plan(*, saved_days_before_end: float, vector: float = 0.2) -> Candidate:
-        cand = Candidate(
-            memory(
-                "Heading out to the Farne Islands this weekend for the puffins!",
-                type="plan",
-                days_old=2,
-                expires_at=NOW - timedelta(days=2) + timedelta(days=saved_days_before_end),
-            ),
-            vector,
-            12.0,
-            0.3,
+        cand = plan_candidate(
+            "Heading out to the Farne Islands this weekend for the puffins!",
+            days_old=2,
+            days_before_end=saved_days_before_end,
+            vector=vector,
         )
         cand.off_topic = True
         return cand
@@ -499,16 +510,8 @@ def test_a_memory_ending_within_days_is_relevant_on_one_shared_word(policy: Poli
     )
     # about other topics, a word the topics read as a subject is not enough: the pet
     # python's vet visit this weekend is no Python question
-    pet = Candidate(
-        memory(
-            "Taking my ball python to the vet this weekend",
-            type="plan",
-            days_old=2,
-            expires_at=NOW + timedelta(days=3),
-        ),
-        0.3,
-        12.0,
-        0.3,
+    pet = plan_candidate(
+        "Taking my ball python to the vet this weekend", days_old=2, days_before_end=5, vector=0.3
     )
     pet.off_topic = True
     python = frozenset({"python", "json", "read", "file"})
@@ -530,16 +533,11 @@ def test_a_plan_of_the_coming_days_named_at_work_is_relevant(policy: Policy) -> 
     in_project = Identity("t", "u", "birds-app", "on", "tr_proj", task="work")
 
     def call(*, days_before_end: float, vector: float = 0.2) -> Candidate:
-        return Candidate(
-            memory(
-                "Call with the Hamburg agency this Friday about a framework contract.",
-                type="plan",
-                days_old=1,
-                expires_at=NOW - timedelta(days=1) + timedelta(days=days_before_end),
-            ),
-            vector,
-            12.0,
-            0.3,
+        return plan_candidate(
+            "Call with the Hamburg agency this Friday about a framework contract.",
+            days_old=1,
+            days_before_end=days_before_end,
+            vector=vector,
         )
 
     words = frozenset({"prep", "talking", "points", "agency", "call", "rate"})
