@@ -847,6 +847,19 @@ def test_a_slot_ends_on_a_change_only_other_slots_it_names() -> None:
     assert "slots[0].change_ends[0]: not another slot: 'shfit'" in str(info.value)
 
 
+def test_a_slot_yields_only_to_other_slots_that_list_values() -> None:
+    overlay = (
+        "slots:\n  - name: job\n    keywords: [job]\n    unless_naming: [edtior, shift, job]\n"
+        "  - name: shift\n    patterns: [{regex: night shifts}]\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    error = str(info.value)
+    assert "slots[0].unless_naming[0]: not another slot: 'edtior'" in error
+    assert "slots[0].unless_naming[1]: slot 'shift' lists no keywords" in error
+    assert "slots[0].unless_naming[2]: not another slot: 'job'" in error
+
+
 def test_a_day_is_read_only_with_a_named_month(tmp_path: Path) -> None:
     old = "      named_month: true\n      examples: [the flat is ours from 1st of July"
     path, line = variant(tmp_path, old, old.replace("named_month: true", "days: 1"))

@@ -1926,6 +1926,23 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "训练改成一周三练全身了，工作太忙",
             "global",
         ),
+        # a project's change ends the closest older fact of that project, whatever slot the
+        # newer one has and though no slot names the older one
+        (
+            "dash's transcripts are typed up in Google Docs, one doc per interview",
+            "dash 的访谈稿现在都改到 Notion 里整理了，Google Docs 不再用",
+            "project",
+        ),
+        (
+            "dash's glossary uses Wade-Giles spellings",
+            "dash switched its glossary to pinyin spellings across the board",
+            "project",
+        ),
+        # a move to a tool is no move of home; a move said in Cantonese; a name with 就得
+        ("I code in VS Code", "Moved over to WebStorm last month, much happier", "global"),
+        ("我哋住喺 Markham", "上个月搬咗去 Oakville 喇", "global"),
+        ("Call me Alex", "叫我阿欣就得", "global"),
+        ("叫我Leo就得", "还是叫我本名志明吧，英文名不想用了", "global"),
     ],
 )
 async def test_newer_wins_on_everyday_subjects(
@@ -1938,6 +1955,29 @@ async def test_newer_wins_on_everyday_subjects(
     second = await service.create(ident, content=new, type=kind, scope=scope, project_id=project)
     assert second.superseded == [first.memory.id]
     assert (await service.get(ident, first.memory.id)).status == "superseded"
+
+
+async def test_a_projects_change_leaves_its_other_facts(service: Memories) -> None:
+    """A project's change ends only an older fact of the project as close in meaning as a
+    change of its subject is (``conflict.change_similarity``): the docs stay where they are
+    when the CI moves."""
+    ident = Identity(f"keep{time.time_ns()}", "ann", "dash", "on", "tr_keep")
+    docs = await service.create(
+        ident,
+        content="dash 的接口文档都写在 Notion 里",
+        type="project",
+        scope="project",
+        project_id="dash",
+    )
+    ci = await service.create(
+        ident,
+        content="dash switched its CI to GitHub Actions last week",
+        type="project",
+        scope="project",
+        project_id="dash",
+    )
+    assert ci.superseded == []
+    assert (await service.get(ident, docs.memory.id)).status == "active"
 
 
 async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
@@ -3106,6 +3146,19 @@ def test_a_rota_redone_or_a_device_swapped_says_a_change(policy: Policy) -> None
     assert not says_change("Took Monday off work", policy)
     assert not says_change("Got changed after the gym", policy)
     assert not says_change("Dad's gone into the loft to find the decorations", policy)
+
+
+def test_a_document_the_user_writes_in_latex_is_no_answer_format(policy: Policy) -> None:
+    """Only a wish for answers in LaTeX is: the tool of the user's own thesis shapes no
+    answer, and as a standing memory it would reach every request."""
+    from gateway.memory.policy import derive_slot
+
+    assert derive_slot("I'm typesetting my PhD thesis in LaTeX", policy, "profile") is None
+    assert derive_slot("毕业论文一直用 LaTeX 排版", policy, "profile") is None
+    assert derive_slot("Write the formulas in LaTeX please", policy, "preference") == (
+        "output_format"
+    )
+    assert derive_slot("公式都用 LaTeX 写", policy, "preference") == "output_format"
 
 
 def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:

@@ -216,19 +216,54 @@ class Memories:
         applies: str,
         memory_type: str,
     ) -> builtins.list[Memory]:
-        """The active memories a new memory supersedes: in a one-valued slot every one of
-        the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
-        unless the two state the same value, and when it says something changed, those of
-        the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its
-        shifts); in a many-valued one only those saying nearly the same thing. Without a
-        slot, a topical memory that says something changed
-        ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
-        tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
-        most similar one naming the particular thing it names (``names_a_thing``: "took her
-        off donepezil" after "My wife takes donepezil"). In a many-valued
-        slot, one that says it changed what an older one names replaces that one too
-        (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答"). The caller
-        keeps those that outlive the new memory."""
+        """The active memories a new memory supersedes: those of its slot or its change
+        (``_replaced_by_slot``) and, for a fact of a project that says something changed,
+        the most similar older fact of that project no slot names, if close enough
+        (``conflict.change_similarity``): a project's subjects are its own (a glossary's
+        spelling, where its interview notes are kept), so no slot lists them, and a
+        change in the project's scope is about the project ("switched its glossary to
+        pinyin" ends "the glossary uses Wade-Giles"). The caller keeps those that outlive
+        the new memory."""
+        replaced = await self._replaced_by_slot(
+            ident, decision, scope, project_id, neighbours, content, applies, memory_type
+        )
+        policy = self.policy
+        if scope == "project" and decision.says_change:
+            taken = {m.id for m in replaced}
+            older = [
+                n
+                for n in neighbours
+                if n.similarity >= policy.conflict.change_similarity
+                and not n.memory.slot
+                and n.memory.id not in taken
+                and policy.tier(n.memory.type) == policy.tier(memory_type)
+            ]
+            if older:
+                replaced.append(max(older, key=lambda n: n.similarity).memory)
+        return replaced
+
+    async def _replaced_by_slot(
+        self,
+        ident: Identity,
+        decision: GateDecision,
+        scope: str,
+        project_id: str | None,
+        neighbours: builtins.list[Neighbour],
+        content: str,
+        applies: str,
+        memory_type: str,
+    ) -> builtins.list[Memory]:
+        """In a one-valued slot every active memory of the same scope, however it was
+        worded ("answer in English", later "以后请用中文回答"), unless the two state the same
+        value, and when it says something changed, those of the slots a change of it ends
+        (``SlotSpec.change_ends``: a job left ends its shifts); in a many-valued one only
+        those saying nearly the same thing. Without a slot, a topical memory that says
+        something changed ("训练改成一周三练全身了") replaces the one most similar older
+        topical memory of its tier that shares a topic with it, if close enough
+        (``ChangesSpec``), or else the most similar one naming the particular thing it names
+        (``names_a_thing``: "took her off donepezil" after "My wife takes donepezil"). In a
+        many-valued slot, one that says it changed what an older one names replaces that
+        one too (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答")."""
         policy, slot = self.policy, decision.slot
         if not slot:
             if applies != "relevant" or not decision.says_change:

@@ -337,6 +337,10 @@ class SlotSpec(_Model):
     # a text matching one of these is not about the slot, whatever else matches ("moved
     # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
     unless: tuple[RuleSpec, ...] = ()
+    # Nor is a text naming a value these slots list (``keywords``): "moved over to PyCharm"
+    # or "moved to Supabase" is a tool's change, however the move is worded, and no list
+    # of tools has to be kept twice.
+    unless_naming: tuple[Name, ...] = ()
     types: tuple[Name, ...] = ()
     # A memory of one of these types that no slot's rules place is about this slot: a
     # length wish in words no rule lists ("最近忙疯了，回答尽量短") still replaces the older
@@ -383,15 +387,21 @@ class SlotSpec(_Model):
         # The first word of each keyword, lower-cased: a cheap substring pre-check.
         return tuple(dict.fromkeys(k.split()[0].lower() for k in self.keywords))
 
+    def names_value(self, text: str, lowered: str | None = None) -> bool:
+        """Whether the text names one of ``keywords``; ``lowered`` is ``text.lower()`` if
+        known."""
+        kw = self.keyword_regex
+        if kw is None:
+            return False
+        low = text.lower() if lowered is None else lowered
+        return any(h in low for h in self.keyword_hints) and kw.search(text) is not None
+
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """Whether the text is about this slot; ``lowered`` is ``text.lower()`` if known."""
         if any(rule.compiled.search(text) for rule in self.unless):
             return False
-        kw = self.keyword_regex
-        if kw is not None:
-            low = text.lower() if lowered is None else lowered
-            if any(h in low for h in self.keyword_hints) and kw.search(text):
-                return True
+        if self.names_value(text, lowered):
+            return True
         return any(rule.compiled.search(text) for rule in self.patterns)
 
 
@@ -1215,7 +1225,7 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
     for slot in policy.slots_in_order:
         if memory_type is not None and slot.types and memory_type not in slot.types:
             continue
-        if slot.matches(folded, lowered):
+        if _slot_takes(slot, folded, lowered, policy):
             return slot.name
     if memory_type is not None:
         for slot in policy.slots:
@@ -1223,6 +1233,14 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
                 refused = (*slot.unless, *slot.of_types_unless)
                 return None if _matches_folded(refused, folded, lowered) else slot.name
     return None
+
+
+def _slot_takes(slot: SlotSpec, folded: str, lowered: str, policy: Policy) -> bool:
+    """Whether the slot's rules place a ``normalize``d text, which names no value of the
+    slots it yields to (``SlotSpec.unless_naming``)."""
+    return slot.matches(folded, lowered) and not any(
+        policy.slot(named).names_value(folded, lowered) for named in slot.unless_naming
+    )
 
 
 def says_change(text: str, policy: Policy) -> bool:
@@ -1853,6 +1871,11 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, ended in enumerate(slot.change_ends):
             if ended not in slot_names or ended == slot.name:
                 yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"
+        for j, yielded in enumerate(slot.unless_naming):
+            if yielded not in slot_names or yielded == slot.name:
+                yield ("slots", i, "unless_naming", j), f"not another slot: {yielded!r}"
+            elif not policy.slot(yielded).keywords:
+                yield ("slots", i, "unless_naming", j), f"slot {yielded!r} lists no keywords"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"
@@ -1914,7 +1937,8 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             if got != slot.name:
                 yield ("slots", i, "examples", j), f"derives slot {got!r}, not {slot.name!r}"
         for j, example in enumerate(slot.not_examples):
-            if slot.matches(normalize(example)):
+            folded = normalize(example)
+            if _slot_takes(slot, folded, folded.lower(), policy):
                 yield ("slots", i, "not_examples", j), f"slot {slot.name!r} matches it"
 
 
