@@ -1938,6 +1938,13 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "dash switched its glossary to pinyin spellings across the board",
             "project",
         ),
+        # ... or, far apart in meaning, the one naming the thing the change names
+        (
+            "Stair details for the museum job are all Tekla models.",
+            "We ditched Tekla. Steel connections now come from IDEA StatiCa, exported to the "
+            "fabricator directly.",
+            "project",
+        ),
         # a move to a tool is no move of home; a move said in Cantonese; a name with 就得
         ("I code in VS Code", "Moved over to WebStorm last month, much happier", "global"),
         ("我哋住喺 Markham", "上个月搬咗去 Oakville 喇", "global"),
@@ -1975,6 +1982,24 @@ async def test_a_projects_change_leaves_its_other_facts(service: Memories) -> No
         type="project",
         scope="project",
         project_id="dash",
+    )
+    assert ci.superseded == []
+    assert (await service.get(ident, docs.memory.id)).status == "active"
+    # every fact of a project names the project: that is no particular thing in common
+    ident = Identity(f"keep{time.time_ns()}", "ann", "kestrel", "on", "tr_keep")
+    docs = await service.create(
+        ident,
+        content="Kestrel's docs are built with Sphinx",
+        type="project",
+        scope="project",
+        project_id="kestrel",
+    )
+    ci = await service.create(
+        ident,
+        content="Kestrel moved its CI over to Buildkite",
+        type="project",
+        scope="project",
+        project_id="kestrel",
     )
     assert ci.superseded == []
     assert (await service.get(ident, docs.memory.id)).status == "active"

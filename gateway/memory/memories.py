@@ -8,6 +8,7 @@ races a dedup.
 from __future__ import annotations
 
 import builtins
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -222,22 +223,38 @@ class Memories:
         (``conflict.change_similarity``): a project's subjects are its own (a glossary's
         spelling, where its interview notes are kept), so no slot lists them, and a
         change in the project's scope is about the project ("switched its glossary to
-        pinyin" ends "the glossary uses Wade-Giles"). The caller keeps those that outlive
-        the new memory."""
+        pinyin" ends "the glossary uses Wade-Giles"); failing that, the most similar older
+        fact of the project, in a slot or not, naming the particular thing the change names
+        (``names_a_thing``: "We ditched Dynamo" ends "the facade scripts are Dynamo
+        graphs"). The caller keeps those that outlive the new memory."""
         replaced = await self._replaced_by_slot(
             ident, decision, scope, project_id, neighbours, content, applies, memory_type
         )
         policy = self.policy
         if scope == "project" and decision.says_change:
             taken = {m.id for m in replaced}
-            older = [
+            kin = [
                 n
                 for n in neighbours
-                if n.similarity >= policy.conflict.change_similarity
-                and not n.memory.slot
-                and n.memory.id not in taken
+                if n.memory.id not in taken
                 and policy.tier(n.memory.type) == policy.tier(memory_type)
             ]
+            older = [
+                n
+                for n in kin
+                if n.similarity >= policy.conflict.change_similarity and not n.memory.slot
+            ]
+            if not older and project_id:
+                # or the one naming the particular thing the change names ("We ditched
+                # Dynamo"), the project's own name aside: every fact of it names that
+                unnamed = re.compile(re.escape(project_id), re.IGNORECASE)
+                older = [
+                    n
+                    for n in kin
+                    if names_a_thing(
+                        unnamed.sub(" ", content), unnamed.sub(" ", n.memory.content), policy
+                    )
+                ]
             if older:
                 replaced.append(max(older, key=lambda n: n.similarity).memory)
         return replaced
