@@ -1495,6 +1495,25 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("We fly to Taipei on 2 July, our first long-haul with Lea.", "transport", "coding"),
         ("New goal: 300 patrons by the end of the year.", "creator", "coding"),
         ("need something to listen to during long inking sessions", "music", "coding"),
+        # hunting, a genre or an étude, a season's end, a pet feeder, a clinical placement, a
+        # snowplough, spring onions, an endocrinologist, a language test, solo parenting, a
+        # coffee-shop order, a soup, a repair near home
+        ("Elk season opens in three weeks, what should I pack?", "hunting", "coding"),
+        ("下个月打猎要带什么装备？", "hunting", "coding"),
+        ("Still house hunting in Leeds, any tips?", "home", "hunting"),
+        ("Recommend some Cantopop from the 90s", "music", "coding"),
+        ("这首练习曲左手总是跟不上", "music", "coding"),
+        ("Ideas for the end-of-season do for the under-12s?", "sports", "coding"),
+        ("出差一周，自动喂食器哪款靠谱？", "pets", "coding"),
+        ("My clinical placement starts on a cardiac ward in May", "study", "coding"),
+        ("The snowplow blade won't lift on the left side", "vehicles", "coding"),
+        ("小葱长得太密了要不要间苗？", "garden", "coding"),
+        ("Questions to bring to my endo appointment next week?", "health", "coding"),
+        ("How long should I study for the TEF exam?", "language_learning", "coding"),
+        ("Solo parenting this week while he's away, bedtime tips?", "child", "coding"),
+        ("去星巴克点什么不会太甜？", "food", "coding"),
+        ("周末想炖汤，有什么不油腻的方子？", "food", "coding"),
+        ("Where can I get my sewing machine serviced?", "place", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1950,6 +1969,13 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("我哋住喺 Markham", "上个月搬咗去 Oakville 喇", "global"),
         ("Call me Alex", "叫我阿欣就得", "global"),
         ("叫我Leo就得", "还是叫我本名志明吧，英文名不想用了", "global"),
+        # a home on a place's edge or in a flatshare, a name said with 喊我, a recipe's
+        # measures in Chinese, a practice the user owns
+        ("We live in Tralee", "We live just outside Cork these days", "global"),
+        ("I live in Leith", "Just moved into a WG in Kreuzberg", "global"),
+        ("You can call me Jenny", "还是喊我王姐嘛", "global"),
+        ("Give me recipes in cups please", "配料按克和毫升写，别用杯子勺子", "global"),
+        ("I'm a hygienist at a dental clinic", "I own a small orthodontic practice", "global"),
     ],
 )
 async def test_newer_wins_on_everyday_subjects(
