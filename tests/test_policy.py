@@ -860,6 +860,18 @@ def test_a_slot_yields_only_to_other_slots_that_list_values() -> None:
     assert "slots[0].unless_naming[2]: not another slot: 'job'" in error
 
 
+def test_only_a_one_valued_slot_has_aspects() -> None:
+    overlay = (
+        "slots:\n  - name: hobby\n    values: many\n    keywords: [hobby]\n"
+        "    aspects:\n      outdoor: {regex: '(?i)(hiking'}\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    error = str(info.value)
+    assert "slots[0].aspects.outdoor.regex: " in error
+    assert "slots[0].aspects: only a one-valued slot has aspects" in error
+
+
 def test_a_day_is_read_only_with_a_named_month(tmp_path: Path) -> None:
     old = "      named_month: true\n      examples: [the flat is ours from 1st of July"
     path, line = variant(tmp_path, old, old.replace("named_month: true", "days: 1"))

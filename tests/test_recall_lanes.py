@@ -2031,6 +2031,30 @@ async def test_a_projects_change_leaves_its_other_facts(service: Memories) -> No
     assert (await service.get(ident, docs.memory.id)).status == "active"
 
 
+async def test_a_tool_for_one_part_of_a_project_leaves_the_tools_of_the_others(
+    service: Memories, policy: Policy
+) -> None:
+    """What a project is built with is one value for each thing built: the promo videos'
+    editor leaves the docs' generator, and a later editor of the videos replaces it."""
+    ident = Identity(f"aspect{time.time_ns()}", "ann", "dash", "on", "tr_aspect")
+
+    async def fact(content: str) -> Any:
+        return await service.create(
+            ident, content=content, type="project", scope="project", project_id="dash"
+        )
+
+    docs = await fact("dash's docs are built with Sphinx")
+    video = await fact("dash 的宣传视频用 DaVinci Resolve 剪")
+    assert docs.memory.slot == video.memory.slot == "project_tool"
+    assert video.superseded == []
+    later = await fact("The dash promo videos are edited in Final Cut now")
+    assert later.superseded == [video.memory.id]
+    assert (await service.get(ident, docs.memory.id)).status == "active"
+    # recall keeps both of a pair stored side by side, as the write does
+    assert policy.both_stand("project_tool", docs.memory.content, video.memory.content)
+    assert not policy.both_stand("project_tool", video.memory.content, later.memory.content)
+
+
 async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
     service: Memories, policy: Policy
 ) -> None:

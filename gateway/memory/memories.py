@@ -332,7 +332,7 @@ class Memories:
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
-                and (m.slot != slot or not policy.same_slot_value(slot, m.content, content))
+                and (m.slot != slot or not policy.both_stand(slot, m.content, content))
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity

@@ -358,6 +358,12 @@ class SlotSpec(_Model):
     # newer memory replaces an older one only when the two do not name the same value, so
     # "I follow a raw vegan diet" and "I'm vegan, no honey either" both stand.
     options: dict[Name, RuleSpec] = {}
+    # A one-valued slot's separate subjects by name, tried on a ``normalize``d text
+    # (``project_tool``: a project's site, docs, videos, model): a newer memory naming some
+    # replaces only older ones naming one of them too, or none, so "the promo videos are cut
+    # in DaVinci" leaves "the docs are built with Sphinx"; a memory naming none ("moved it
+    # all to Astro") replaces every older one.
+    aspects: dict[Name, RuleSpec] = {}
     # A newer memory of this slot that says something changed ends the older ones of these
     # slots too: leaving a job ends the hours of it ("Left nursing! 现在在学校做行政" ends "I work
     # night shifts as an ICU nurse"). Without a change ("I work at Google") they stand.
@@ -375,6 +381,16 @@ class SlotSpec(_Model):
         """Whether two texts of this slot name the same one of its options."""
         value = self.option(normalize(a))
         return value is not None and value == self.option(normalize(b))
+
+    def aspects_of(self, text: str) -> frozenset[str]:
+        """The ``aspects`` a ``normalize``d text names."""
+        return frozenset(name for name, rule in self.aspects.items() if rule.compiled.search(text))
+
+    def apart(self, a: str, b: str) -> bool:
+        """Whether two texts of this slot name ``aspects`` and none in common."""
+        named_a = self.aspects_of(normalize(a))
+        named_b = self.aspects_of(normalize(b))
+        return bool(named_a) and bool(named_b) and not named_a & named_b
 
     @cached_property
     def keyword_regex(self) -> re.Pattern[str] | None:
@@ -1106,12 +1122,13 @@ class Policy(_Model):
         standing = set(self.applies.slots)
         return tuple(sorted(self.slots, key=lambda s: s.name not in standing))
 
-    def same_slot_value(self, slot: str, older: str, newer: str) -> bool:
-        """Whether two memories of a one-valued slot state the same one of its values, so
-        that both stand: never when either says it changed ("I stopped doing keto" names
-        keto too)."""
-        return (
-            self.slot(slot).same_value(older, newer)
+    def both_stand(self, slot: str, older: str, newer: str) -> bool:
+        """Whether two memories of a one-valued slot both stand: they are about different
+        aspects of it (``SlotSpec.aspects``), or state the same one of its values, which
+        neither does when it says it changed ("I stopped doing keto" names keto too)."""
+        spec = self.slot(slot)
+        return spec.apart(older, newer) or (
+            spec.same_value(older, newer)
             and not says_change(older, self)
             and not says_change(newer, self)
         )
@@ -1868,6 +1885,10 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield from problems
         if slot.options and slot.values != "one":
             yield ("slots", i, "options"), "only a one-valued slot names its values"
+        for name, rule in slot.aspects.items():
+            yield from _check_rule(rule, ("slots", i, "aspects", name))
+        if slot.aspects and slot.values != "one":
+            yield ("slots", i, "aspects"), "only a one-valued slot has aspects"
         for j, ended in enumerate(slot.change_ends):
             if ended not in slot_names or ended == slot.name:
                 yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"

@@ -564,7 +564,7 @@ class Recaller:
             if key[0] in one:
                 newest = group[0].memory.content
                 for older in group[1:]:
-                    if not self.policy.same_slot_value(key[0], older.memory.content, newest):
+                    if not self.policy.both_stand(key[0], older.memory.content, newest):
                         older.reason = "conflict"
                         conflicts += 1
                 continue
