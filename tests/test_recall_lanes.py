@@ -1514,6 +1514,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("去星巴克点什么不会太甜？", "food", "coding"),
         ("周末想炖汤，有什么不油腻的方子？", "food", "coding"),
         ("Where can I get my sewing machine serviced?", "place", "coding"),
+        ("how do I remove unused imports in one go?", "coding", "food"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1974,6 +1975,8 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("We live in Tralee", "We live just outside Cork these days", "global"),
         ("I live in Leith", "Just moved into a WG in Kreuzberg", "global"),
         ("You can call me Jenny", "还是喊我王姐嘛", "global"),
+        ("叫我王师傅", "以后喊我小王得了", "global"),
+        ("Reply in English from now on", "仲係用返廣東話同我講啦", "global"),
         ("Give me recipes in cups please", "配料按克和毫升写，别用杯子勺子", "global"),
         ("I'm a hygienist at a dental clinic", "I own a small orthodontic practice", "global"),
     ],
@@ -3234,6 +3237,18 @@ def test_a_document_the_user_writes_in_latex_is_no_answer_format(policy: Policy)
         "output_format"
     )
     assert derive_slot("公式都用 LaTeX 写", policy, "preference") == "output_format"
+
+
+def test_a_fan_who_never_misses_a_test_match_states_no_rule_for_answers(
+    policy: Policy,
+) -> None:
+    from gateway.memory.policy import derive_slot
+
+    def applies(text: str) -> str:
+        return derive_applies(text, policy, "preference", derive_slot(text, policy), "global")
+
+    assert applies("Big Black Caps fan, I never miss a test match") == "relevant"
+    assert applies("Never skip the tests when you write a function") == "always"
 
 
 def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:
