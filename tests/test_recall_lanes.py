@@ -1515,6 +1515,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("周末想炖汤，有什么不油腻的方子？", "food", "coding"),
         ("Where can I get my sewing machine serviced?", "place", "coding"),
         ("how do I remove unused imports in one go?", "coding", "food"),
+        # a child named with an age, not a pet; a dislocation, genres, childcare, care for a
+        # parent at home, ice sculpture
+        ("Noah (7) is scared of the dark", "child", "coding"),
+        ("Sophie is eleven and hates maths", "child", "coding"),
+        ("Noah六岁，怕黑", "child", "coding"),
+        ("Our cat Pepper is eleven", "pets", "child"),
+        ("Dislocated my kneecap skiing last winter", "health", "coding"),
+        ("Recommend some amapiano for a road trip", "music", "coding"),
+        ("How do I apply for the childcare subsidy?", "child", "coding"),
+        ("Any tips for hiring a home carer?", "parent", "coding"),
+        ("今年冰雕比赛我们队做龙", "arts", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
