@@ -388,6 +388,8 @@ class SlotSpec(_Model):
 
     def apart(self, a: str, b: str) -> bool:
         """Whether two texts of this slot name ``aspects`` and none in common."""
+        if not self.aspects:
+            return False
         named_a = self.aspects_of(normalize(a))
         named_b = self.aspects_of(normalize(b))
         return bool(named_a) and bool(named_b) and not named_a & named_b
