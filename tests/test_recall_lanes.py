@@ -1521,6 +1521,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Sophie is eleven and hates maths", "child", "coding"),
         ("Noah六岁，怕黑", "child", "coding"),
         ("Our cat Pepper is eleven", "pets", "child"),
+        ("我家猫Mango两岁了", "pets", "child"),
         ("Dislocated my kneecap skiing last winter", "health", "coding"),
         ("Recommend some amapiano for a road trip", "music", "coding"),
         ("How do I apply for the childcare subsidy?", "child", "coding"),
