@@ -849,15 +849,15 @@ def test_a_slot_ends_on_a_change_only_other_slots_it_names() -> None:
 
 def test_a_slot_yields_only_to_other_slots_that_list_values() -> None:
     overlay = (
-        "slots:\n  - name: job\n    keywords: [job]\n    unless_naming: [edtior, shift, job]\n"
+        "slots:\n  - name: job\n    keywords: [job]\n    unless_moving_to: [edtior, shift, job]\n"
         "  - name: shift\n    patterns: [{regex: night shifts}]\n"
     )
     with pytest.raises(PolicyError) as info:
         parse_policy(overlay, "overlay.yaml")
     error = str(info.value)
-    assert "slots[0].unless_naming[0]: not another slot: 'edtior'" in error
-    assert "slots[0].unless_naming[1]: slot 'shift' lists no keywords" in error
-    assert "slots[0].unless_naming[2]: not another slot: 'job'" in error
+    assert "slots[0].unless_moving_to[0]: not another slot: 'edtior'" in error
+    assert "slots[0].unless_moving_to[1]: slot 'shift' lists no keywords" in error
+    assert "slots[0].unless_moving_to[2]: not another slot: 'job'" in error
 
 
 def test_only_a_one_valued_slot_has_aspects() -> None:

@@ -1507,7 +1507,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("出差一周，自动喂食器哪款靠谱？", "pets", "coding"),
         ("My clinical placement starts on a cardiac ward in May", "study", "coding"),
         ("The snowplow blade won't lift on the left side", "vehicles", "coding"),
-        ("小葱长得太密了要不要间苗？", "garden", "coding"),
+        ("韭菜剪了一茬还会再长吗？", "garden", "coding"),
         ("Questions to bring to my endo appointment next week?", "health", "coding"),
         ("How long should I study for the TEF exam?", "language_learning", "coding"),
         ("Solo parenting this week while he's away, bedtime tips?", "child", "coding"),
@@ -1966,8 +1966,8 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "project",
         ),
         (
-            "dash's glossary uses Wade-Giles spellings",
-            "dash switched its glossary to pinyin spellings across the board",
+            "dash's glossary follows the Wade-Giles system",
+            "dash switched its glossary from Wade-Giles to Hanyu Pinyin",
             "project",
         ),
         # ... or, far apart in meaning, the one naming the thing the change names
@@ -1977,6 +1977,8 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "fabricator directly.",
             "project",
         ),
+        # a name written inside Chinese
+        ("dash 的账都记在 Excel 表里", "dash 记账已经换成 SQLite 了，Excel 不用了", "project"),
         # a move to a tool is no move of home; a move said in Cantonese; a name with 就得
         ("I code in VS Code", "Moved over to WebStorm last month, much happier", "global"),
         ("我哋住喺 Markham", "上个月搬咗去 Oakville 喇", "global"),
@@ -2006,44 +2008,43 @@ async def test_newer_wins_on_everyday_subjects(
 
 
 async def test_a_projects_change_leaves_its_other_facts(service: Memories) -> None:
-    """A project's change ends only an older fact of the project as close in meaning as a
-    change of its subject is (``conflict.change_similarity``): the docs stay where they are
-    when the CI moves."""
-    ident = Identity(f"keep{time.time_ns()}", "ann", "dash", "on", "tr_keep")
-    docs = await service.create(
-        ident,
-        content="dash 的接口文档都写在 Notion 里",
-        type="project",
-        scope="project",
-        project_id="dash",
+    """A project's change ends an older fact of the project only where it names a
+    particular thing of it: not a fact of the same subject ("the database backups" when the
+    database is switched), nor one sharing only the project's name, however the id is
+    spelt, nor one in another part of the project."""
+
+    async def facts(project: str, older: str, newer: str) -> None:
+        ident = Identity(f"keep{time.time_ns()}", "ann", project, "on", "tr_keep")
+        kept = await service.create(
+            ident, content=older, type="project", scope="project", project_id=project
+        )
+        change = await service.create(
+            ident, content=newer, type="project", scope="project", project_id=project
+        )
+        assert change.superseded == []
+        assert (await service.get(ident, kept.memory.id)).status == "active"
+
+    await facts(
+        "dash",
+        "dash 的接口文档都写在 Notion 里",
+        "dash switched its CI to GitHub Actions last week",
     )
-    ci = await service.create(
-        ident,
-        content="dash switched its CI to GitHub Actions last week",
-        type="project",
-        scope="project",
-        project_id="dash",
+    await facts(
+        "kestrel",
+        "Kestrel's database backups run nightly at 2am",
+        "Kestrel switched its database to Postgres",
     )
-    assert ci.superseded == []
-    assert (await service.get(ident, docs.memory.id)).status == "active"
-    # every fact of a project names the project: that is no particular thing in common
-    ident = Identity(f"keep{time.time_ns()}", "ann", "kestrel", "on", "tr_keep")
-    docs = await service.create(
-        ident,
-        content="Kestrel's docs are built with Sphinx",
-        type="project",
-        scope="project",
-        project_id="kestrel",
+    await facts(
+        "kestrel-web",
+        "Kestrel's docs are built with Sphinx",
+        "Kestrel moved its CI over to Buildkite",
     )
-    ci = await service.create(
-        ident,
-        content="Kestrel moved its CI over to Buildkite",
-        type="project",
-        scope="project",
-        project_id="kestrel",
+    await facts(
+        "kestrel",
+        "Kestrel's API is versioned under /v2",
+        "Kestrel's frontend moved from Vue to React",
     )
-    assert ci.superseded == []
-    assert (await service.get(ident, docs.memory.id)).status == "active"
+    await facts("tanjiang", "潭江桥的主跨是120米", "潭江桥的计算模型改用SAP2000了")
 
 
 async def test_a_tool_for_one_part_of_a_project_leaves_the_tools_of_the_others(
@@ -2068,6 +2069,37 @@ async def test_a_tool_for_one_part_of_a_project_leaves_the_tools_of_the_others(
     # recall keeps both of a pair stored side by side, as the write does
     assert policy.both_stand("project_tool", docs.memory.content, video.memory.content)
     assert not policy.both_stand("project_tool", video.memory.content, later.memory.content)
+
+
+async def test_recall_leaves_out_an_older_tool_for_the_same_part_of_a_project(
+    service: Memories, policy: Policy
+) -> None:
+    """Recall compares each older memory of a one-valued slot with every newer one still
+    standing: a newest one about another part of the project leaves an older pair about
+    one part to be resolved between themselves."""
+    ident = Identity(f"parts{time.time_ns()}", "ann", "dash", "on", "tr_parts")
+
+    async def fact(content: str, days: int | None = None) -> Any:
+        until = service.clock.now() + timedelta(days=days) if days else None
+        made = await service.create(
+            ident,
+            content=content,
+            type="project",
+            scope="project",
+            project_id="dash",
+            expires_at=until,
+        )
+        service.clock.advance(timedelta(hours=1))  # type: ignore[attr-defined]
+        return made
+
+    lasting = await fact("dash's promo videos are cut in DaVinci Resolve")
+    week = await fact("dash 的宣传视频这周先用 CapCut 剪", days=7)
+    docs = await fact("dash's docs are built with MkDocs")
+    assert week.superseded == [] and docs.superseded == []
+    recaller = Recaller(service.store, service.embedder, policy, service.clock)
+    injected = [m.id for m in (await recaller.recall(ident, "how do I add a search box?")).injected]
+    assert docs.memory.id in injected and week.memory.id in injected
+    assert lasting.memory.id not in injected
 
 
 async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
@@ -3261,6 +3293,48 @@ def test_a_fan_who_never_misses_a_test_match_states_no_rule_for_answers(
 
     assert applies("Big Black Caps fan, I never miss a test match") == "relevant"
     assert applies("Never skip the tests when you write a function") == "always"
+
+
+def test_new_words_stay_out_of_other_senses(policy: Policy) -> None:
+    """What the new rules must not read: a tool named beside a move of home, a child's age
+    in other shapes, owning things, being summoned, fixing code, other hunts, and words of
+    other trades."""
+    from gateway.memory.policy import derive_slot
+
+    assert derive_slot("I moved to Seattle to work at AWS", policy, "profile") == "location"
+    assert derive_slot("Moved to Leeds with Jasmine last year", policy, "profile") == "location"
+    for text in (
+        "Python is one of my favourite languages",
+        "March is one of the busiest months for us",
+        "Windows (10) keeps crashing",
+    ):
+        assert "child" not in topics_of(text, policy), text
+    always = derive_applies(
+        "Always write tests matching the spec",
+        policy,
+        "preference",
+        derive_slot("Always write tests matching the spec", policy),
+        "global",
+    )
+    assert always == "always"
+    assert derive_slot("I own a studio apartment in Leeds", policy, "profile") is None
+    assert derive_slot("I own a cafe racer", policy, "profile") is None
+    for text in ("同事喊我加班", "你叫我干嘛？", "孩子喊我抱抱"):
+        assert derive_slot(text, policy, "preference") is None, text
+    for text in ("这段代码哪里可以修改一下？", "Where do I get the bug fixed in this repo?"):
+        assert "place" not in topics_of(text, policy), text
+    assert "hunting" in topics_of("Going hunting for elk next week", policy)
+    assert "hunting" not in topics_of("threat hunting playbook", policy)
+    assert "hunting" not in topics_of("still hunting for a cheap flight to Rome", policy)
+    for text, topic in (
+        ("plough through 200 emails", "vehicles"),
+        ("孩子暂时寄养在外婆家", "pets"),
+        ("doggy daycare near me", "child"),
+        ("closed-loop PID system", "health"),
+        ("End of season sale at Zara", "sports"),
+        ("hurling all night", "sports"),
+    ):
+        assert topic not in topics_of(text, policy), text
 
 
 def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:

@@ -8,7 +8,6 @@ races a dedup.
 from __future__ import annotations
 
 import builtins
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +27,8 @@ from gateway.memory.policy import (
     memory_topics,
     names_a_thing,
     says_change,
+    shares_a_name,
+    without_project,
 )
 from gateway.memory.records import Memory, content_key, new_memory_id
 from gateway.memory.resemblance import Resemblance
@@ -218,43 +219,36 @@ class Memories:
         memory_type: str,
     ) -> builtins.list[Memory]:
         """The active memories a new memory supersedes: those of its slot or its change
-        (``_replaced_by_slot``) and, for a fact of a project that says something changed,
-        the most similar older fact of that project no slot names, if close enough
-        (``conflict.change_similarity``): a project's subjects are its own (a glossary's
-        spelling, where its interview notes are kept), so no slot lists them, and a
-        change in the project's scope is about the project ("switched its glossary to
-        pinyin" ends "the glossary uses Wade-Giles"); failing that, the most similar older
-        fact of the project, in a slot or not, naming the particular thing the change names
-        (``names_a_thing``: "We ditched Dynamo" ends "the facade scripts are Dynamo
-        graphs"). The caller keeps those that outlive the new memory."""
+        (``_replaced_by_slot``) and, for a fact of a project that says something changed, the
+        older fact of that project it names a particular thing of: a project's subjects are
+        its own (where its interview notes are kept, its glossary's system), so no slot lists
+        them. A particular thing is a name both write alike, with a capital or a digit
+        ("JSON", "Google Docs", "Tekla": ``shares_a_name``); of the older facts naming one,
+        the most similar one no slot names if one is close enough
+        (``conflict.change_similarity``), else the most similar one ("We ditched Tekla" after
+        "Stair details are all Tekla models"). The project's own name, as its id or in
+        Chinese, is no such thing, nor is a subject alone ("switched its database to
+        Postgres" leaves "the database backups run nightly"). The caller keeps those that
+        outlive the new memory."""
         replaced = await self._replaced_by_slot(
             ident, decision, scope, project_id, neighbours, content, applies, memory_type
         )
         policy = self.policy
-        if scope == "project" and decision.says_change:
+        if scope == "project" and project_id and decision.says_change:
             taken = {m.id for m in replaced}
+            changed = without_project(content, project_id)
             kin = [
-                n
+                (n, without_project(n.memory.content, project_id))
                 for n in neighbours
                 if n.memory.id not in taken
                 and policy.tier(n.memory.type) == policy.tier(memory_type)
             ]
+            named = [n for n, text in kin if shares_a_name(changed, text)]
             older = [
                 n
-                for n in kin
+                for n in named
                 if n.similarity >= policy.conflict.change_similarity and not n.memory.slot
-            ]
-            if not older and project_id:
-                # or the one naming the particular thing the change names ("We ditched
-                # Dynamo"), the project's own name aside: every fact of it names that
-                unnamed = re.compile(re.escape(project_id), re.IGNORECASE)
-                older = [
-                    n
-                    for n in kin
-                    if names_a_thing(
-                        unnamed.sub(" ", content), unnamed.sub(" ", n.memory.content), policy
-                    )
-                ]
+            ] or named
             if older:
                 replaced.append(max(older, key=lambda n: n.similarity).memory)
         return replaced

@@ -85,9 +85,11 @@ __all__ = [
     "normalize",
     "parse_policy",
     "says_change",
+    "shares_a_name",
     "shipped_policy_paths",
     "standing_by_words",
     "topics_of",
+    "without_project",
 ]
 
 Tier = Literal["long_term", "time_limited", "session", "inference"]
@@ -337,10 +339,10 @@ class SlotSpec(_Model):
     # a text matching one of these is not about the slot, whatever else matches ("moved
     # to JetBrains Rider" is not a new home; "my boss is deaf" is not the user's need)
     unless: tuple[RuleSpec, ...] = ()
-    # Nor is a text naming a value these slots list (``keywords``): "moved over to PyCharm"
-    # or "moved to Supabase" is a tool's change, however the move is worded, and no list
-    # of tools has to be kept twice.
-    unless_naming: tuple[Name, ...] = ()
+    # Nor is a text moving to a value these slots list (``keywords``): "moved over to
+    # PyCharm" or "换到 Supabase 了" is a tool's change, and no list of tools has to be kept
+    # twice. A tool named otherwise ("moved to Seattle to work at AWS") is no move to it.
+    unless_moving_to: tuple[Name, ...] = ()
     types: tuple[Name, ...] = ()
     # A memory of one of these types that no slot's rules place is about this slot: a
     # length wish in words no rule lists ("最近忙疯了，回答尽量短") still replaces the older
@@ -404,6 +406,22 @@ class SlotSpec(_Model):
     def keyword_hints(self) -> tuple[str, ...]:
         # The first word of each keyword, lower-cased: a cheap substring pre-check.
         return tuple(dict.fromkeys(k.split()[0].lower() for k in self.keywords))
+
+    @cached_property
+    def moved_to_regex(self) -> re.Pattern[str] | None:
+        # one of ``keywords`` right after a word of moving to it: "to", "onto", "换到", "改用"
+        if not self.keywords:
+            return None
+        values = "|".join(_keyword_regex(k) for k in self.keywords)
+        return re.compile(
+            rf"(?i)(?<![a-z])(?:to|onto|into)\s+(?:the\s+)?(?:{values})"
+            rf"|(?:换成|换到|换了|改用|改成|转到|转用|迁到|迁移到|搬到)\s*(?:{values})"
+        )
+
+    def moved_to(self, text: str) -> bool:
+        """Whether a ``normalize``d text moves to one of ``keywords``."""
+        regex = self.moved_to_regex
+        return regex is not None and regex.search(text) is not None
 
     def names_value(self, text: str, lowered: str | None = None) -> bool:
         """Whether the text names one of ``keywords``; ``lowered`` is ``text.lower()`` if
@@ -1255,10 +1273,10 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
 
 
 def _slot_takes(slot: SlotSpec, folded: str, lowered: str, policy: Policy) -> bool:
-    """Whether the slot's rules place a ``normalize``d text, which names no value of the
-    slots it yields to (``SlotSpec.unless_naming``)."""
+    """Whether the slot's rules place a ``normalize``d text, which moves to no value of the
+    slots it yields to (``SlotSpec.unless_moving_to``)."""
     return slot.matches(folded, lowered) and not any(
-        policy.slot(named).names_value(folded, lowered) for named in slot.unless_naming
+        policy.slot(named).moved_to(folded) for named in slot.unless_moving_to
     )
 
 
@@ -1327,6 +1345,44 @@ def names_a_thing(newer: str, older: str, policy: Policy) -> bool:
             continue
         return True
     return False
+
+
+# a word written with a capital or a digit: "JSON", "Google Docs", "Wade-Giles", "v24"
+_WRITTEN_NAME = re.compile(r"(?<![A-Za-z0-9.+-])[A-Za-z][A-Za-z0-9.+-]*")
+
+
+def _names_written(text: str) -> dict[str, bool]:
+    """Each word of the text written with a capital or a digit (no stopword), and whether
+    it is written so inside a sentence, where a capital is no sentence's."""
+    found: dict[str, bool] = {}
+    for match in _WRITTEN_NAME.finditer(text):
+        word = match.group().rstrip(".+-")
+        if len(word) < 2 or word.lower() in STOPWORDS:
+            continue
+        before = text[: match.start()].rstrip()
+        inside = bool(before) and before[-1] not in ".!?:;"
+        marked = any(c.isdigit() for c in word) or any(c.isupper() for c in word[1:])
+        if marked or word[0].isupper():
+            found[word] = found.get(word, False) or inside or marked
+    return found
+
+
+def without_project(text: str, project_id: str) -> str:
+    """The text with a project's name left out, as its id or each part of it ("kestrel-web":
+    "kestrel", "web"): every fact of a project names it, so that names no particular thing
+    in common (a name in Chinese, "潭江桥", is none of the names ``shares_a_name`` reads)."""
+    parts = {project_id, *(p for p in re.split(r"[-_.\s]+", project_id) if len(p) > 2)}
+    for part in sorted(parts, key=len, reverse=True):
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(part)}(?![A-Za-z0-9])", " ", text, flags=re.I)
+    return text
+
+
+def shares_a_name(newer: str, older: str) -> bool:
+    """Whether two texts write one name alike ("JSON", "Google Docs", "Gatsby"): with a
+    capital or a digit inside it, or a capital that one of them writes inside a sentence
+    (two sentences that open with "We" share no name)."""
+    a, b = _names_written(newer), _names_written(older)
+    return any(a[word] or b[word] for word in a.keys() & b.keys())
 
 
 def someone_ended(newer: str, older: str, policy: Policy) -> bool:
@@ -1894,11 +1950,11 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for j, ended in enumerate(slot.change_ends):
             if ended not in slot_names or ended == slot.name:
                 yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"
-        for j, yielded in enumerate(slot.unless_naming):
+        for j, yielded in enumerate(slot.unless_moving_to):
             if yielded not in slot_names or yielded == slot.name:
-                yield ("slots", i, "unless_naming", j), f"not another slot: {yielded!r}"
+                yield ("slots", i, "unless_moving_to", j), f"not another slot: {yielded!r}"
             elif not policy.slot(yielded).keywords:
-                yield ("slots", i, "unless_naming", j), f"slot {yielded!r} lists no keywords"
+                yield ("slots", i, "unless_moving_to", j), f"slot {yielded!r} lists no keywords"
         for j, type_name in enumerate(slot.types):
             if type_name not in policy.types:
                 yield ("slots", i, "types", j), f"unknown memory type {type_name!r}"

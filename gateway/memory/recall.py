@@ -562,9 +562,16 @@ class Recaller:
                 continue
             group.sort(key=lambda c: (specificity(c.memory), when(c.memory)), reverse=True)
             if key[0] in one:
-                newest = group[0].memory.content
-                for older in group[1:]:
-                    if not self.policy.both_stand(key[0], older.memory.content, newest):
+                # each against every newer one still standing: with aspects the newest may
+                # be about another part of a project than an older pair
+                for i, older in enumerate(group[1:], start=1):
+                    if any(
+                        newer.reason is None
+                        and not self.policy.both_stand(
+                            key[0], older.memory.content, newer.memory.content
+                        )
+                        for newer in group[:i]
+                    ):
                         older.reason = "conflict"
                         conflicts += 1
                 continue
