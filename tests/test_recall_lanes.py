@@ -3337,6 +3337,21 @@ def test_new_words_stay_out_of_other_senses(policy: Policy) -> None:
         assert topic not in topics_of(text, policy), text
 
 
+def test_a_name_both_write_alike_is_a_particular_thing() -> None:
+    from gateway.memory.policy import shares_a_name, without_project
+
+    assert shares_a_name("记账已经换成SQLite了，Excel太卡了", "账都记在Excel表里头")
+    assert shares_a_name("Rewrote it in Astro. Gatsby is gone.", "It is built with Gatsby.")
+    # a capital that opens a sentence, in either language, names nothing
+    assert not shares_a_name("We moved to Vite.", "We use tabs.")
+    assert not shares_a_name("换成了。Notes 不用了", "上周定的。Notes 先放着")
+    # nor does the project's own name, however its id is written
+    assert not shares_a_name(
+        without_project("Kestrel moved its CI over to Buildkite", "kestrel-web"),
+        without_project("Kestrel's docs are built with Sphinx", "kestrel-web"),
+    )
+
+
 def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:
     """A later database then ends it as any other value of a one-valued slot."""
     from gateway.memory.policy import derive_slot

@@ -1360,7 +1360,7 @@ def _names_written(text: str) -> dict[str, bool]:
         if len(word) < 2 or word.lower() in STOPWORDS:
             continue
         before = text[: match.start()].rstrip()
-        inside = bool(before) and before[-1] not in ".!?:;"
+        inside = bool(before) and before[-1] not in ".!?:;。！？：；"
         marked = any(c.isdigit() for c in word) or any(c.isupper() for c in word[1:])
         if marked or word[0].isupper():
             found[word] = found.get(word, False) or inside or marked
@@ -1369,8 +1369,9 @@ def _names_written(text: str) -> dict[str, bool]:
 
 def without_project(text: str, project_id: str) -> str:
     """The text with a project's name left out, as its id or each part of it ("kestrel-web":
-    "kestrel", "web"): every fact of a project names it, so that names no particular thing
-    in common (a name in Chinese, "潭江桥", is none of the names ``shares_a_name`` reads)."""
+    "kestrel", "web"): every fact of a project names it, so its name is no particular thing
+    two facts have in common (nor is a name in Chinese, "潭江桥": ``shares_a_name`` reads
+    none)."""
     parts = {project_id, *(p for p in re.split(r"[-_.\s]+", project_id) if len(p) > 2)}
     for part in sorted(parts, key=len, reverse=True):
         text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(part)}(?![A-Za-z0-9])", " ", text, flags=re.I)
