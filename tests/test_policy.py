@@ -847,29 +847,36 @@ def test_a_slot_ends_on_a_change_only_other_slots_it_names() -> None:
     assert "slots[0].change_ends[0]: not another slot: 'shfit'" in str(info.value)
 
 
-def test_a_slot_yields_only_to_other_slots_that_list_values() -> None:
-    overlay = (
-        "slots:\n  - name: job\n    keywords: [job]\n    unless_moving_to: [edtior, shift, job]\n"
-        "  - name: shift\n    patterns: [{regex: night shifts}]\n"
-    )
+@pytest.mark.parametrize(
+    ("overlay", "errors"),
+    [
+        # a slot yields only to other slots that list values
+        (
+            "slots:\n  - name: job\n    keywords: [job]\n"
+            "    unless_moving_to: [edtior, shift, job]\n"
+            "  - name: shift\n    patterns: [{regex: night shifts}]\n",
+            [
+                "slots[0].unless_moving_to[0]: not another slot: 'edtior'",
+                "slots[0].unless_moving_to[1]: slot 'shift' lists no keywords",
+                "slots[0].unless_moving_to[2]: not another slot: 'job'",
+            ],
+        ),
+        # only a one-valued slot has aspects, each a valid rule
+        (
+            "slots:\n  - name: hobby\n    values: many\n    keywords: [hobby]\n"
+            "    aspects:\n      outdoor: {regex: '(?i)(hiking'}\n",
+            [
+                "slots[0].aspects.outdoor.regex: ",
+                "slots[0].aspects: only a one-valued slot has aspects",
+            ],
+        ),
+    ],
+)
+def test_what_a_slot_yields_to_and_its_aspects_are_checked(overlay: str, errors: list[str]) -> None:
     with pytest.raises(PolicyError) as info:
         parse_policy(overlay, "overlay.yaml")
-    error = str(info.value)
-    assert "slots[0].unless_moving_to[0]: not another slot: 'edtior'" in error
-    assert "slots[0].unless_moving_to[1]: slot 'shift' lists no keywords" in error
-    assert "slots[0].unless_moving_to[2]: not another slot: 'job'" in error
-
-
-def test_only_a_one_valued_slot_has_aspects() -> None:
-    overlay = (
-        "slots:\n  - name: hobby\n    values: many\n    keywords: [hobby]\n"
-        "    aspects:\n      outdoor: {regex: '(?i)(hiking'}\n"
-    )
-    with pytest.raises(PolicyError) as info:
-        parse_policy(overlay, "overlay.yaml")
-    error = str(info.value)
-    assert "slots[0].aspects.outdoor.regex: " in error
-    assert "slots[0].aspects: only a one-valued slot has aspects" in error
+    for error in errors:
+        assert error in str(info.value)
 
 
 def test_a_day_is_read_only_with_a_named_month(tmp_path: Path) -> None:

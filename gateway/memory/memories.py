@@ -149,11 +149,15 @@ class Memories:
             # outlives it: both stay, recall takes the newer while it lasts (the newest wins
             # a conflict), and the older again once it has expired
             until = decision.expires_at
+            replaced = await self._replaced_by(
+                ident, decision, scope, project_id, neighbours, content, how, type
+            )
+            replaced += self._project_change(
+                decision, scope, project_id, neighbours, content, type, replaced
+            )
             conflicts = [
                 m
-                for m in await self._replaced_by(
-                    ident, decision, scope, project_id, neighbours, content, how, type
-                )
+                for m in replaced
                 if until is None or (m.expires_at is not None and m.expires_at <= until)
             ]
             memory = Memory(
@@ -207,6 +211,45 @@ class Memories:
             )
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
+    def _project_change(
+        self,
+        decision: GateDecision,
+        scope: str,
+        project_id: str | None,
+        neighbours: builtins.list[Neighbour],
+        content: str,
+        memory_type: str,
+        taken: builtins.list[Memory],
+    ) -> builtins.list[Memory]:
+        """For a fact of a project that says something changed, the older fact of that
+        project, not already ``taken``, it names a particular thing of: a project's subjects
+        are its own (where its interview notes are kept, its glossary's system), so no slot
+        lists them. A particular thing is a name both write alike, with a capital or a digit
+        ("JSON", "Google Docs", "Tekla": ``shares_a_name``); of the older facts naming one,
+        the most similar one no slot names if one is close enough
+        (``conflict.change_similarity``), else the most similar one ("We ditched Tekla" after
+        "Stair details are all Tekla models"). The project's own name, as its id or in
+        Chinese, is no such thing, nor is a subject alone ("switched its database to
+        Postgres" leaves "the database backups run nightly")."""
+        policy = self.policy
+        if scope != "project" or not project_id or not decision.says_change:
+            return []
+        ids = {m.id for m in taken}
+        changed = without_project(content, project_id)
+        named = [
+            n
+            for n in neighbours
+            if n.memory.id not in ids
+            and policy.tier(n.memory.type) == policy.tier(memory_type)
+            and shares_a_name(changed, without_project(n.memory.content, project_id))
+        ]
+        older = [
+            n
+            for n in named
+            if n.similarity >= policy.conflict.change_similarity and not n.memory.slot
+        ] or named
+        return [max(older, key=lambda n: n.similarity).memory] if older else []
+
     async def _replaced_by(
         self,
         ident: Identity,
@@ -218,63 +261,19 @@ class Memories:
         applies: str,
         memory_type: str,
     ) -> builtins.list[Memory]:
-        """The active memories a new memory supersedes: those of its slot or its change
-        (``_replaced_by_slot``) and, for a fact of a project that says something changed, the
-        older fact of that project it names a particular thing of: a project's subjects are
-        its own (where its interview notes are kept, its glossary's system), so no slot lists
-        them. A particular thing is a name both write alike, with a capital or a digit
-        ("JSON", "Google Docs", "Tekla": ``shares_a_name``); of the older facts naming one,
-        the most similar one no slot names if one is close enough
-        (``conflict.change_similarity``), else the most similar one ("We ditched Tekla" after
-        "Stair details are all Tekla models"). The project's own name, as its id or in
-        Chinese, is no such thing, nor is a subject alone ("switched its database to
-        Postgres" leaves "the database backups run nightly"). The caller keeps those that
-        outlive the new memory."""
-        replaced = await self._replaced_by_slot(
-            ident, decision, scope, project_id, neighbours, content, applies, memory_type
-        )
-        policy = self.policy
-        if scope == "project" and project_id and decision.says_change:
-            taken = {m.id for m in replaced}
-            changed = without_project(content, project_id)
-            kin = [
-                (n, without_project(n.memory.content, project_id))
-                for n in neighbours
-                if n.memory.id not in taken
-                and policy.tier(n.memory.type) == policy.tier(memory_type)
-            ]
-            named = [n for n, text in kin if shares_a_name(changed, text)]
-            older = [
-                n
-                for n in named
-                if n.similarity >= policy.conflict.change_similarity and not n.memory.slot
-            ] or named
-            if older:
-                replaced.append(max(older, key=lambda n: n.similarity).memory)
-        return replaced
-
-    async def _replaced_by_slot(
-        self,
-        ident: Identity,
-        decision: GateDecision,
-        scope: str,
-        project_id: str | None,
-        neighbours: builtins.list[Neighbour],
-        content: str,
-        applies: str,
-        memory_type: str,
-    ) -> builtins.list[Memory]:
-        """In a one-valued slot every active memory of the same scope, however it was
-        worded ("answer in English", later "以后请用中文回答"), unless the two state the same
-        value, and when it says something changed, those of the slots a change of it ends
-        (``SlotSpec.change_ends``: a job left ends its shifts); in a many-valued one only
-        those saying nearly the same thing. Without a slot, a topical memory that says
-        something changed ("训练改成一周三练全身了") replaces the one most similar older
-        topical memory of its tier that shares a topic with it, if close enough
-        (``ChangesSpec``), or else the most similar one naming the particular thing it names
-        (``names_a_thing``: "took her off donepezil" after "My wife takes donepezil"). In a
-        many-valued slot, one that says it changed what an older one names replaces that
-        one too (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答")."""
+        """The active memories a new memory supersedes: in a one-valued slot every one of
+        the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
+        unless the two state the same value, and when it says something changed, those of
+        the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its
+        shifts); in a many-valued one only those saying nearly the same thing. Without a
+        slot, a topical memory that says something changed
+        ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
+        tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
+        most similar one naming the particular thing it names (``names_a_thing``: "took her
+        off donepezil" after "My wife takes donepezil"). In a many-valued
+        slot, one that says it changed what an older one names replaces that one too
+        (``change_names``: "别用表格了，改成分点列表" after "对比类的问题用表格回答"). The caller
+        keeps those that outlive the new memory."""
         policy, slot = self.policy, decision.slot
         if not slot:
             if applies != "relevant" or not decision.says_change:

@@ -423,21 +423,15 @@ class SlotSpec(_Model):
         regex = self.moved_to_regex
         return regex is not None and regex.search(text) is not None
 
-    def names_value(self, text: str, lowered: str | None = None) -> bool:
-        """Whether the text names one of ``keywords``; ``lowered`` is ``text.lower()`` if
-        known."""
-        kw = self.keyword_regex
-        if kw is None:
-            return False
-        low = text.lower() if lowered is None else lowered
-        return any(h in low for h in self.keyword_hints) and kw.search(text) is not None
-
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """Whether the text is about this slot; ``lowered`` is ``text.lower()`` if known."""
         if any(rule.compiled.search(text) for rule in self.unless):
             return False
-        if self.names_value(text, lowered):
-            return True
+        kw = self.keyword_regex
+        if kw is not None:
+            low = text.lower() if lowered is None else lowered
+            if any(h in low for h in self.keyword_hints) and kw.search(text):
+                return True
         return any(rule.compiled.search(text) for rule in self.patterns)
 
 
