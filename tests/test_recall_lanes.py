@@ -225,14 +225,23 @@ TOPICAL_WITH_THOSE_WORDS = [
 ]
 
 
-# the user's hearing, as a fact or as a declared access need: an access need like sight or
-# reading, it decides how any errand, call or purchase can be done
+# the user's hearing where it decides how things can be done (calls, audio, video): an access
+# need like sight or reading, whatever the memory's type
 HEARING = [
-    ("I wear a hearing aid in my left ear", "profile"),
+    ("I wear a hearing aid, phone calls are a nightmare", "profile"),
     ("I'm hard of hearing, phone calls are really tough for me", "accessibility"),
     ("I struggle with the telephone since my hearing went, email is easier", "accessibility"),
-    ("我左耳听力不好，戴着助听器", "accessibility"),
+    ("我左耳听力不好，戴着助听器，视频最好有字幕", "accessibility"),
     ("耳朵有点背，打电话老听不清", "profile"),
+]
+
+# ... said bare, a fact of the hearing topic: relevant where sound is part of the request
+HEARING_BARE = [
+    "I wear a hearing aid in my left ear",
+    "I'm pretty much deaf-ish on the left side.",
+    "Lost most of the hearing in my left ear after a monitor blew",
+    "我左耳听力不太好。",
+    "我戴助听器，右耳基本听不见",
 ]
 
 
@@ -439,6 +448,26 @@ HEARING = [
             "Please don't do the super cheerful 'stay positive!!' thing with me. Facts, straight",
             "tone",
         ),
+        # a unit asked for by name, however briefly; a distance run is no unit wished for
+        ("Kilometres again please, I've been back in NL long enough.", "units"),
+        ("Give me acres and miles, that's how I think.", "units"),
+        ("Give me torque specs in ft-lb, all my old workshop manuals use it.", "units"),
+        ("以后气温水温都按°C说，别再给我换算成F了。", "units"),
+        ("I ran 10 km again this morning", None),
+        ("Give me 5 miles of flat trail near Leeds", None),
+        # a home bought is where the user lives; a sister's, or a holiday place, is not
+        (
+            "Finally closed on a little place outside Fredericksburg! Hill Country life now.",
+            "location",
+        ),
+        ("My sister bought a house in Leeds", None),
+        ("We bought a place in Spain for holidays", None),
+        # a frontend that is a framework now names the framework, whatever builds it
+        ("portflow frontend is React + Vite now, migration finished", "frontend_framework"),
+        ("switched the shop build from webpack to Vite, still Vue 3", "build_tool"),
+        # a chilli is no Xiaomi phone
+        ("我阳台上种了二十几盆二荆条和小米辣。", None),
+        ("手机换成小米14了", "phone"),
     ],
 )
 def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str | None) -> None:
@@ -512,6 +541,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # boredom, a time of life no studies, a teacher's parents' evening no child of hers
         ("Diesel's 1.65 a litre right now", "child"),
         ("下个月想去成都看大熊猫", "pets"),
+        # a flea market is no pet's, a chilli no phone
+        ("这个周末附近有什么跳蚤市场可以逛吗？想淘点旧餐具", "pets"),
+        ("我阳台上种了二十几盆二荆条和小米辣。", "gadgets"),
         ("What treats can I use to train my 5-month-old pup?", "child"),
         ("帮我给女儿挑几本暑假读的书，别太无聊的。", "free_time"),
         ("I've been vegetarian since college", "study"),
@@ -658,6 +690,16 @@ def test_the_users_hearing_applies_always_whatever_its_type(
     assert slot == "accessibility"
     assert derive_applies(text, policy, kind, slot, "global") == "always"
     assert derive_applies(text, policy, kind, slot, "task:support") == "always"
+
+
+@pytest.mark.parametrize("text", HEARING_BARE)
+def test_the_users_hearing_said_bare_is_a_topical_fact(policy: Policy, text: str) -> None:
+    from gateway.memory.policy import derive_slot
+
+    slot = derive_slot(text, policy, "profile")
+    assert slot is None
+    assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
+    assert "hearing" in topics_of(text, policy, "profile")
 
 
 @pytest.mark.parametrize(
