@@ -465,6 +465,14 @@ HEARING_BARE = [
         # a frontend that is a framework now names the framework, whatever builds it
         ("portflow frontend is React + Vite now, migration finished", "frontend_framework"),
         ("switched the shop build from webpack to Vite, still Vue 3", "build_tool"),
+        # a name to go by is said as one; a tool used is none; a relative's home is theirs
+        ("Actually just go with Marco, everybody at the market calls me that anyway.", "name"),
+        ("just use Slack, the team calls me there", None),
+        ("moved out!! got a one-room in Mapo, 5 min walk from Hapjeong station", "location"),
+        ("My daughter got a flat in Leeds", None),
+        ("上个月搬家了，现在在松北，离冰雪大世界挺近。", "location"),
+        ("朋友搬家了，现在在浦东", None),
+        ("Go back to US units please - gallons, °F, pounds.", "units"),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
@@ -541,6 +549,13 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # boredom, a time of life no studies, a teacher's parents' evening no child of hers
         ("Diesel's 1.65 a litre right now", "child"),
         ("下个月想去成都看大熊猫", "pets"),
+        # a chicken run is no meal, a dog's prey drive no driving
+        ("best way to build a chicken run that's actually predator proof?", "food"),
+        ("Nudel has a massive prey drive, she can't be off-lead", "vehicles"),
+        ("佢又食言，唔好信佢", "food"),
+        ("今日日食几点开始", "food"),
+        ("The race is on to ship before Friday", "timetable"),
+        ("scale the team from 5k to 10k users, plan?", "fitness"),
         # a flea market is no pet's, a chilli no phone
         ("这个周末附近有什么跳蚤市场可以逛吗？想淘点旧餐具", "pets"),
         ("我阳台上种了二十几盆二荆条和小米辣。", "gadgets"),
@@ -1569,6 +1584,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("How do I apply for the childcare subsidy?", "child", "coding"),
         ("Any tips for hiring a home carer?", "parent", "coding"),
         ("今年冰雕比赛我们队做龙", "arts", "coding"),
+        # races and sessions by their kind, eating in Cantonese, being fed, a child by grade,
+        # a hen's run, a dog's drive
+        ("Get me ready for a 25k hill race with about 1500m of climb", "fitness", "coding"),
+        ("a plan to get me from 5k to 10k? race is mid August", "fitness", "coding"),
+        ("give me a speed session I can do on the track this week", "fitness", "coding"),
+        ("下个礼拜去顺德玩两日，有咩必食嘅？", "food", "coding"),
+        ("我唔食得太甜，甜得滯會頭痛。", "food", "coding"),
+        ("what should I grab from 7-Eleven to stay awake and actually fed?", "food", "coding"),
+        ("Which history curriculum would work for my 5th grader?", "child", "coding"),
+        ("best way to build a chicken run that's actually predator proof?", "livestock", "food"),
+        ("Nudel has a massive prey drive, she can't be off-lead", "pets", "vehicles"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -2035,6 +2061,29 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ("Reply in English from now on", "仲係用返廣東話同我講啦", "global"),
         ("Give me recipes in cups please", "配料按克和毫升写，别用杯子勺子", "global"),
         ("I'm a hygienist at a dental clinic", "I own a small orthodontic practice", "global"),
+        # a unit asked for by name or by country, a home found or moved to, a name to go by,
+        # a frontend rewritten
+        ("Give me distances in miles", "Kilometres again please, I'm back in NL", "global"),
+        ("Metric is fine with me", "Go back to US units please - gallons, °F, pounds.", "global"),
+        ("温度给我用华氏度", "以后气温水温都按°C说，别再给我换算成F了。", "global"),
+        ("I live in the dorms near Sinchon", "moved out!! got a one-room in Mapo", "global"),
+        ("我住在南岗区学府路那边。", "上个月搬家了，现在在松北，离冰雪大世界挺近。", "global"),
+        (
+            "We live in Katy, just west of Houston.",
+            "Finally closed on a little place outside Fredericksburg! Hill Country life now.",
+            "global",
+        ),
+        (
+            "Please call me Marc-André.",
+            "Actually just go with Marco, everybody calls me that",
+            "global",
+        ),
+        ("dash 前端用 jQuery。", "dash 前端已经全部重写成 React 了，jQuery 删干净了。", "project"),
+        (
+            "dash 前端是 Angular 写的。",
+            "dash frontend is React + Vite now, migration finished",
+            "project",
+        ),
     ],
 )
 async def test_newer_wins_on_everyday_subjects(
