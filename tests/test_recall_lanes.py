@@ -798,6 +798,30 @@ def test_every_live_plan_and_goal_is_on_the_agenda(policy: Policy) -> None:
     assert "agenda" in policy.held_topics
 
 
+def test_an_allergy_matters_to_what_is_eaten_taken_or_touched(policy: Policy) -> None:
+    """An allergy to a food, a medicine or a material is no condition a workout, a move or a
+    trip must allow for: a medicine or a doctor's visit reaches it, a food question reaches a
+    food allergy, clothes one to a material, and a sting, pollen or a condition beside it is
+    still a matter of health."""
+
+    def reached(request: str, memory: str) -> set[str]:
+        return set(topics_of(memory, policy, "profile")) & policy.topics_reaching(
+            topics_of(request, policy)
+        )
+
+    workout = "Put together a 4-week running plan, I can run 3 times a week"
+    doctor = "嗓子疼还发烧38度5，明天去医院看门诊，要跟医生说些什么？"
+    for allergy in ("Allergic to penicillin.", "我对贝类过敏。", "Latex allergy, pretty bad one."):
+        assert not reached(workout, allergy), allergy
+        assert reached(doctor, allergy), allergy
+    assert "food" in reached("Plan a dinner menu for six this Saturday", "我对贝类过敏。")
+    assert "clothing" in reached("What should I wear to a wedding?", "I'm allergic to wool")
+    assert reached(workout, "I'm allergic to bee stings and carry an EpiPen")
+    assert reached(workout, "Allergic to penicillin, and I have asthma")
+    # an allergy to animals is about animals, not a doctor's visit
+    assert not reached(doctor, "对猫过敏。")
+
+
 def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "food" in topics_of("I'm allergic to peanuts", policy)
     assert "food" in topics_of("Plan a dinner menu for six people this Saturday", policy)
