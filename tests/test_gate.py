@@ -273,6 +273,10 @@ HORIZONS = [
     ("Christmas at my sister's this year", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
     ("hosting Thanksgiving for 12 this year", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
     ("五一想去云南玩五天", "plan", datetime(2025, 6, 1, tzinfo=UTC)),
+    # school holidays and Spring Festival end with their month, whatever year they say
+    ("寒假打算带俩孩子去亚布力滑雪", "plan", datetime(2026, 3, 1, tzinfo=UTC)),
+    ("今年暑假想带俩孩子去大连看海", "plan", datetime(2025, 9, 1, tzinfo=UTC)),
+    ("over the Easter holidays we're visiting Gran", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
     (
         "have to finish the tax return by the end of the month",
         "plan",
