@@ -889,11 +889,20 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "clothing" in policy.topics_reaching(["packing"])
     assert {"body"} <= policy.topics_reaching(["clothing"]) & policy.topics_reaching(["fitness"])
     assert "body" not in policy.topics_reaching(["food"])
-    # a bad back or knee matters to exercise, a chair, the garden, the home and trips; not
-    # to a recipe. How the user gets about (no car) shapes trips and days out.
-    for topic in ("fitness", "furnishings", "garden", "home", "travel", "outings"):
+    # a bad back or knee matters to exercise, a chair and whatever asks effort of the body (a
+    # climb, a load, hours seated); not to a recipe, a dripping tap or a taxi app. A
+    # wheelchair or a stick matters to any place to go. How the user gets about (no car)
+    # shapes trips and days out.
+    for topic in ("fitness", "furnishings", "exertion"):
         assert "mobility" in policy.topics_reaching([topic])
-    assert "mobility" not in policy.topics_reaching(["food"])
+    for topic in ("food", "garden", "home", "travel", "outings", "transport"):
+        assert "mobility" not in policy.topics_reaching([topic])
+    for topic in ("garden", "home", "travel", "outings", "lodging"):
+        assert "getting_around" in policy.topics_reaching([topic])
+    assert "exertion" in topics_of("周末想去爬香山，有啥需要注意的？", policy)
+    assert "exertion" in topics_of("写论文天天坐着，想换把椅子，有什么推荐？", policy)
+    assert "exertion" not in topics_of("厨房水龙头一直滴水，是不是要换阀芯？", policy)
+    assert "exertion" not in topics_of("Can you walk me through a case study?", policy)
     # a nap or a bedtime is a fixed time in a plan of the user's days
     assert "sleep" in policy.topics_reaching(["timetable"])
     # a tight budget matters to how the user gets between places
