@@ -277,6 +277,13 @@ HORIZONS = [
     ("寒假打算带俩孩子去亚布力滑雪", "plan", datetime(2026, 3, 1, tzinfo=UTC)),
     ("今年暑假想带俩孩子去大连看海", "plan", datetime(2025, 9, 1, tzinfo=UTC)),
     ("over the Easter holidays we're visiting Gran", "plan", datetime(2025, 5, 1, tzinfo=UTC)),
+    # a year-end report is a report's name: its deadline is the month it names
+    (
+        "Need to get the year-end reserves report done by the end of March.",
+        "plan",
+        datetime(2025, 4, 1, tzinfo=UTC),
+    ),
+    ("close the books by year-end", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
     (
         "have to finish the tax return by the end of the month",
         "plan",

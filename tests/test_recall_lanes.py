@@ -473,6 +473,9 @@ HEARING_BARE = [
         ("上个月搬家了，现在在松北，离冰雪大世界挺近。", "location"),
         ("朋友搬家了，现在在浦东", None),
         ("Go back to US units please - gallons, °F, pounds.", "units"),
+        ("Finally bought a kitchen scale, so grams and °C from now on please.", "units"),
+        ("Actually go back to acres and yards for land and fencing", "units"),
+        ("We went back to miles of trail", None),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
