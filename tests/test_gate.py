@@ -284,6 +284,11 @@ HORIZONS = [
         datetime(2025, 4, 1, tzinfo=UTC),
     ),
     ("close the books by year-end", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    # a holiday with no month of its own keeps this year's end; after Spring Festival is no
+    # Spring Festival; a holiday that brings someone home is no plan for it
+    ("今年中秋回老家", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("今年春节后打算换工作", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("等放寒假带孩子去滑雪", "plan", datetime(2026, 3, 1, tzinfo=UTC)),
     (
         "have to finish the tax return by the end of the month",
         "plan",

@@ -476,6 +476,15 @@ HEARING_BARE = [
         ("Finally bought a kitchen scale, so grams and °C from now on please.", "units"),
         ("Actually go back to acres and yards for land and fencing", "units"),
         ("We went back to miles of trail", None),
+        ("Pounds please, I don't think in euros", None),
+        ("Feet again, the plantar fasciitis is back.", None),
+        ("Show me hot springs in NM", None),
+        ("We decided to go with Emma for the baby, my name was almost Emma too", None),
+        ("电话里信号不好，老是听不清", None),
+        ("搬家了，现在在找工作", None),
+        ("办公室搬家了，现在在望京SOHO", None),
+        ("Got a room at Premier Inn near the airport for Friday", None),
+        ("We bought a house in Leeds for my mum", None),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
@@ -557,7 +566,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("Nudel has a massive prey drive, she can't be off-lead", "vehicles"),
         ("佢又食言，唔好信佢", "food"),
         ("今日日食几点开始", "food"),
-        ("The race is on to ship before Friday", "timetable"),
+        ("How do I grow my newsletter from 5k to 10k subscribers? Should I run ads?", "fitness"),
+        ("Which track sessions should I attend at PyCon?", "fitness"),
+        ("How should the features be fed into the model?", "food"),
+        ("I'm starting to be fed up with my job", "food"),
         ("scale the team from 5k to 10k users, plan?", "fitness"),
         # a flea market is no pet's, a chilli no phone
         ("这个周末附近有什么跳蚤市场可以逛吗？想淘点旧餐具", "pets"),
@@ -801,6 +813,19 @@ def test_every_live_plan_and_goal_is_on_the_agenda(policy: Policy) -> None:
     assert "agenda" in policy.held_topics
 
 
+def test_a_rewrite_says_a_change_a_deletion_only_with_what_is_there_now(policy: Policy) -> None:
+    from gateway.memory.policy import says_change
+
+    assert says_change("前端已经全部重写成 React 了，jQuery 删干净了。", policy)
+    assert says_change("把原来的 widget 全删了，现在 UI 是我自己写的小框架", policy)
+    for once in (
+        "电脑里的照片不小心全删了",
+        "把浏览器缓存删干净就好了",
+        "周末用了两天把简历重写了一遍",
+    ):
+        assert not says_change(once, policy), once
+
+
 def test_an_allergy_matters_to_what_is_eaten_taken_or_touched(policy: Policy) -> None:
     """An allergy to a food, a medicine or a material is no condition a workout, a move or a
     trip must allow for: a medicine or a doctor's visit reaches it, a food question reaches a
@@ -823,6 +848,14 @@ def test_an_allergy_matters_to_what_is_eaten_taken_or_touched(policy: Policy) ->
     assert reached(workout, "Allergic to penicillin, and I have asthma")
     # an allergy to animals is about animals, not a doctor's visit
     assert not reached(doctor, "对猫过敏。")
+    # a medicine allergy in Chinese (青霉素 is no mould), a condition beside an allergy, a
+    # request asking about medicines, an EpiPen to pack
+    assert not reached(workout, "我对青霉素过敏")
+    assert reached(workout, "I have a heart condition and I'm allergic to penicillin")
+    assert "health" in topics_of("I'm allergic to aspirin, what can I take for a headache?", policy)
+    assert reached(
+        "What should I pack for a week in Thailand?", "Allergic to nuts, carry an EpiPen."
+    )
 
 
 def test_topics_link_what_shares_no_words(policy: Policy) -> None:
@@ -906,6 +939,23 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "exertion" in topics_of("写论文天天坐着，想换把椅子，有什么推荐？", policy)
     assert "exertion" not in topics_of("厨房水龙头一直滴水，是不是要换阀芯？", policy)
     assert "exertion" not in topics_of("Can you walk me through a case study?", policy)
+    for other in (
+        "Explain lifting state up in React",
+        "Recommend some Star Trek episodes",
+        "模型剪枝和量化有什么区别？",
+        "蹲一个后续",
+        "推荐一下上海的步行街",
+        "Is this plan realistic for me, given my budget?",
+    ):
+        assert "exertion" not in topics_of(other, policy), other
+    assert "exertion" in topics_of("打算周末去爬长城，怎么安排？", policy)
+    assert "exertion" in topics_of("Any tips for a 12-hour flight to Singapore?", policy)
+    assert "exertion" in topics_of(
+        "下个月要坐十个小时大巴去西双版纳，路上怎么才能舒服一点？", policy
+    )
+    # a walker is a walking aid, a dog walker is not
+    assert "getting_around" not in topics_of("We hired a dog walker for Biscuit", policy)
+    assert "getting_around" in topics_of("I can't go anywhere without my cane", policy)
     # a nap or a bedtime is a fixed time in a plan of the user's days
     assert "sleep" in policy.topics_reaching(["timetable"])
     # a tight budget matters to how the user gets between places
