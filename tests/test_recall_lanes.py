@@ -953,6 +953,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "exertion" in topics_of(
         "下个月要坐十个小时大巴去西双版纳，路上怎么才能舒服一点？", policy
     )
+    assert "exertion" in topics_of("去哈尔滨演出，坐火车得七八个钟头，路上要注意点啥？", policy)
     # a walker is a walking aid, a dog walker is not
     assert "getting_around" not in topics_of("We hired a dog walker for Biscuit", policy)
     assert "getting_around" in topics_of("I can't go anywhere without my cane", policy)
