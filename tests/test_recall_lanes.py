@@ -730,6 +730,13 @@ def test_the_users_hearing_said_bare_is_a_topical_fact(policy: Policy, text: str
     assert slot is None
     assert derive_applies(text, policy, "profile", slot, "global") == "relevant"
     assert "hearing" in topics_of(text, policy, "profile")
+    # ... and reached where sound is part of the request: a call or a video call to make
+    for request in (
+        "I need to call the bank about a blocked card",
+        "job interview over Zoom next week",
+        "打给银行客服怎么说",
+    ):
+        assert "hearing" in topics_of(request, policy), request
 
 
 @pytest.mark.parametrize(
