@@ -8,7 +8,7 @@ races a dedup.
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +31,7 @@ from gateway.memory.policy import (
     without_project,
 )
 from gateway.memory.records import Memory, content_key, new_memory_id
-from gateway.memory.resemblance import Resemblance
+from gateway.memory.resemblance import Resemblance, SlotResemblance
 from gateway.memory.sensitivity import redact
 from gateway.memory.textsearch import search_text
 from gateway.memory.typicality import Typicality
@@ -58,6 +58,7 @@ class Memories:
         self.clock = clock
         self.typicality = Typicality(embedder, policy)
         self.resemblance = Resemblance(embedder, policy)
+        self.slot_resemblance = SlotResemblance(embedder, policy)
 
     async def ready(self) -> None:
         """Create the index for the configured embedder (learning its size if need be)."""
@@ -114,6 +115,14 @@ class Memories:
             await self.ready()
         vector = (await self.embedder.embed([content]))[0]
         (typical,) = await self.typicality.encoded(vector[None, :])
+        placed = self.slot_resemblance
+        if slot is None and placed.considers(type, decision.slot):
+            # no rule placed it ("算了算了，英文看着太累，还是中文吧"): a slot by resemblance,
+            # decided again as if the writer had named it, so it supersedes as that slot does
+            await placed.prepare()
+            found = placed.slot(vector)
+            if found is not None:
+                decision = check_write(replace(draft, slot=found), self.policy, now)
         how = decision.applies
         like = self.resemblance
         if applies is None and like.considers(type, decision.slot, scope, how):

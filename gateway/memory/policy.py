@@ -64,6 +64,7 @@ __all__ = [
     "ResemblanceSpec",
     "RuleSpec",
     "SensitivitySpec",
+    "SlotResemblanceSpec",
     "SlotSpec",
     "SourceSpec",
     "Tier",
@@ -408,6 +409,11 @@ class SlotSpec(_Model):
         return tuple(dict.fromkeys(k.split()[0].lower() for k in self.keywords))
 
     @cached_property
+    def said(self) -> tuple[str, ...]:
+        """Its examples and its patterns': how people state a value of it."""
+        return (*self.examples, *(e for rule in self.patterns for e in rule.examples))
+
+    @cached_property
     def moved_to_regex(self) -> re.Pattern[str] | None:
         # one of ``keywords`` right after a word of moving to it: "to", "onto", "换到", "改用"
         if not self.keywords:
@@ -573,6 +579,24 @@ class ResemblanceSpec(_Model):
     types: tuple[Name, ...] = ()  # none: off
     always: tuple[NonEmpty, ...] = ()
     relevant: tuple[NonEmpty, ...] = ()
+
+
+class SlotResemblanceSpec(_Model):
+    """A slot by resemblance: a memory of one of ``types`` that no slot's rules place,
+    whose writer named no slot, takes one of ``slots`` when it reads like that slot's
+    examples (its ``examples`` and its patterns') more than like anything else: the nearest
+    of that slot's examples is at least ``similarity`` close (cosine), and at least
+    ``margin`` closer than the nearest example of any other slot, any slot's
+    ``not_examples`` and ``applies.resemblance.relevant``. A one-valued subject changed
+    back comes in more wordings than rules list ("算了算了，英文看着太累，还是中文吧",
+    "Scrap the miles thing, kilometres from now on"); without its slot the newer memory
+    would leave the older one standing (``gateway.memory.resemblance``).
+    """
+
+    similarity: Fraction = 0.6
+    margin: Fraction = 0.2
+    types: tuple[Name, ...] = ()  # none: off
+    slots: tuple[Name, ...] = ()
 
 
 class AppliesSpec(_Model):
@@ -1029,6 +1053,7 @@ class Policy(_Model):
     one_time: OneTimeSpec
     changes: ChangesSpec
     slots: tuple[SlotSpec, ...]
+    slot_resemblance: SlotResemblanceSpec = SlotResemblanceSpec()
     applies: AppliesSpec
     topics: tuple[TopicSpec, ...]
     horizons: HorizonsSpec
@@ -2180,6 +2205,17 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
         for i, text in enumerate(spec.not_examples):
             if standing_by_words(text, policy):
                 yield ("applies", "not_examples", i), "a pattern matches it"
+    by_words = policy.slot_resemblance
+    for i, name in enumerate(by_words.types):
+        if name not in policy.types:
+            yield ("slot_resemblance", "types", i), f"unknown memory type {name!r}"
+    for i, name in enumerate(by_words.slots):
+        if name not in slots:
+            yield ("slot_resemblance", "slots", i), f"unknown slot {name!r}"
+        elif name not in policy.one_valued_slots:
+            yield ("slot_resemblance", "slots", i), f"slot {name!r} holds many values"
+        elif not policy.slot(name).said:
+            yield ("slot_resemblance", "slots", i), f"slot {name!r} has no examples"
     like = spec.resemblance
     for i, name in enumerate(like.types):
         if name not in policy.types:

@@ -1,4 +1,5 @@
-"""Standing by resemblance (``policy.applies.resemblance``).
+"""Standing by resemblance (``policy.applies.resemblance``), and a slot by resemblance
+(``policy.slot_resemblance``, at the end).
 
 The rules of ``policy.applies`` make a memory standing by its type, slot, scope or words, and
 wishes about answers come in more wordings than any rule lists ("Stop flattering me", "别拍
@@ -97,3 +98,65 @@ class Resemblance:
             and best_standing >= spec.similarity
             and best_standing - best_topical >= spec.margin
         )
+
+
+class SlotResemblance:
+    """One process's slot-by-resemblance (``policy.slot_resemblance``) for one embedder.
+
+    Rules place a memory in a slot by its words, and a one-valued subject changed back comes
+    in more wordings than they list ("算了算了，英文看着太累，还是中文吧", "Scrap the miles
+    thing, kilometres from now on"). Left without its slot, the newer memory would supersede
+    nothing and the older one would go on standing. A memory of the listed types that no rule
+    places is compared, by meaning, with the examples of every slot and with the policy's
+    texts of no slot; it takes a listed slot when it reads like that slot's examples clearly
+    more than like anything else.
+    """
+
+    def __init__(self, embedder: Embedder, policy: Policy) -> None:
+        self.spec = policy.slot_resemblance
+        texts: list[str] = []
+        labels: list[str] = []
+        for slot in policy.slots:
+            texts += slot.said
+            labels += [slot.name] * len(slot.said)
+        # texts of no slot: topical facts, and what each slot's rules must not take
+        unslotted = (
+            *policy.applies.resemblance.relevant,
+            *(text for slot in policy.slots for text in slot.not_examples),
+        )
+        texts += unslotted
+        labels += [""] * len(unslotted)
+        self._labels = np.array(labels)
+        self._takes = np.isin(self._labels, self.spec.slots)
+        self.reference = ReferenceTexts(embedder, texts, "slot_resemblance")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.spec.types) and bool(self.spec.slots)
+
+    def considers(self, memory_type: str, slot: str | None) -> bool:
+        """Whether a memory the rules placed in ``slot`` may take one by resemblance."""
+        return self.enabled and slot is None and memory_type in self.spec.types
+
+    async def prepare(self) -> None:
+        """Embed the examples now (once per process), so that ``slot`` need not wait."""
+        if self.enabled:
+            await self.reference.vectors()
+
+    def slot(self, vector: np.ndarray) -> str | None:
+        """The listed slot a memory (``vector``: its unit-length embedding) reads like, if
+        any. Uses the examples' vectors only once they are at hand (``prepare``)."""
+        examples = self.reference.at_hand
+        if examples is None:
+            return None
+        sims = np.asarray(vector) @ examples.T
+        best = int(np.argmax(sims))
+        if not self._takes[best]:
+            return None
+        name = str(self._labels[best])
+        others = sims[self._labels != name]
+        if sims[best] < self.spec.similarity or (
+            others.size and sims[best] - float(others.max()) < self.spec.margin
+        ):
+            return None
+        return name
