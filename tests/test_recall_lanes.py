@@ -485,6 +485,26 @@ HEARING_BARE = [
         ("办公室搬家了，现在在望京SOHO", None),
         ("Got a room at Premier Inn near the airport for Friday", None),
         ("We bought a house in Leeds for my mum", None),
+        # any answer language, not only the common ones; a language spoken is no wish
+        ("Answer me in Thai from now on, please", "language"),
+        ("以后用印尼语回答我", "language"),
+        ("I speak Dutch at home with my wife", None),
+        ("目标是年底能用泰语跟人砍价", None),
+        # weights in 斤; half a 斤 of meat is no unit wished for
+        ("说体重的时候用斤，公斤我算不过来", "units"),
+        ("我每天吃半斤肉", None),
+        # a name picked for oneself, not for a pet
+        ("I've chosen my new name: it's Robin", "name"),
+        ("We chose a name for the kitten: Mochi", None),
+        # a project's data in a spreadsheet or a mini-program's cloud storage, its UI in
+        # no framework or in jQuery, its state in a state library
+        ("The club's tracker is kept in a Google Sheet", "database"),
+        ("订单数据先放在云开发自带的数据库里", "database"),
+        ("The app is native WeChat mini-program code", "frontend_framework"),
+        ("官网前端还是 jQuery 写的", "frontend_framework"),
+        ("Switched state management from Redux to Zustand", "state_management"),
+        ("gigmap uses Provider for app state", "state_management"),
+        ("Our internet provider is BT", None),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
