@@ -202,6 +202,28 @@ async def test_project_framework_change_supersedes_within_the_project_only(
     assert (await service.get(me, flask_b.memory.id)).status == "active"
 
 
+async def test_a_project_move_ends_the_older_fact_of_each_value_it_names(
+    service: Memories,
+) -> None:
+    me = who()
+    shop = {"type": "project", "scope": "project", "project_id": "shop"}
+    database = await service.create(me, content="The shop's data lives in SQLite", **shop)
+    framework = await service.create(me, content="The shop backend is Django", **shop)
+    kept = await service.create(me, content="The shop is hosted on Heroku", **shop)
+    moved = await service.create(
+        me, content="The shop backend has migrated to FastAPI with Postgres", **shop
+    )
+    assert moved.memory.slot == "framework"
+    assert sorted(moved.superseded) == sorted([framework.memory.id, database.memory.id])
+    assert (await service.get(me, kept.memory.id)).status == "active"
+    # named without a change, another slot's value stands beside it
+    other = {**shop, "project_id": "blog"}
+    sqlite = await service.create(me, content="The blog's data lives in SQLite", **other)
+    plain = await service.create(me, content="The blog backend is Flask with SQLite", **other)
+    assert plain.superseded == []
+    assert (await service.get(me, sqlite.memory.id)).status == "active"
+
+
 async def test_unrelated_memories_do_not_conflict(service: Memories) -> None:
     me = who()
     await service.create(me, content="I prefer Python for scripting", type="preference")

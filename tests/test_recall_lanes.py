@@ -505,6 +505,22 @@ HEARING_BARE = [
         ("Switched state management from Redux to Zustand", "state_management"),
         ("gigmap uses Provider for app state", "state_management"),
         ("Our internet provider is BT", None),
+        # any currency by name; a real problem is no currency
+        ("Quote prices in Colombian pesos from now on", "currency"),
+        ("Show me the real numbers", None),
+        # a move said as gone somewhere; a son's move, or a day's hauling, is none
+        ("去年搬开发区去了，离单位近", "location"),
+        ("我儿子搬开发区去了", None),
+        ("昨天搬砖去了", None),
+        # a name given in quotes, however long
+        ("以后就喊我“烧烤大王”吧", "name"),
+        ("医生叫我“少吃盐”", None),
+        # a project's backend on a mini-program's cloud development, not a naming rule
+        ("后端用的是微信云开发，云函数+云数据库", "database"),
+        ("云数据库的集合名统一小写", None),
+        # sizes and distances asked in a unit
+        ("Give all dimensions in centimetres please", "units"),
+        ("还是说斤吧，公斤我换算不过来", "units"),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
@@ -845,6 +861,11 @@ def test_a_rewrite_says_a_change_a_deletion_only_with_what_is_there_now(policy: 
 
     assert says_change("前端已经全部重写成 React 了，jQuery 删干净了。", policy)
     assert says_change("把原来的 widget 全删了，现在 UI 是我自己写的小框架", policy)
+    # a site rebuilt in something else, or a tool ripped out, however it is worded
+    assert says_change("官网上个月用 Astro 重写了，部署在 Netlify", policy)
+    assert says_change("Rebuilt the site in Astro over the summer", policy)
+    assert says_change("Ripped Redux out of the app last sprint", policy)
+    assert says_change("小红书不弄了，现在全挪到视频号", policy)
     for once in (
         "电脑里的照片不小心全删了",
         "把浏览器缓存删干净就好了",

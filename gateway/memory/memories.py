@@ -26,6 +26,7 @@ from gateway.memory.policy import (
     derive_applies,
     memory_topics,
     names_a_thing,
+    one_valued_slots_named,
     says_change,
     shares_a_name,
     without_project,
@@ -274,7 +275,9 @@ class Memories:
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
         unless the two state the same value, and when it says something changed, those of
         the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its
-        shifts); in a many-valued one only those saying nearly the same thing. Without a
+        shifts) and, in a project, those of every other one-valued slot it names a value
+        of, unless the two stand together ("后端迁到了 Flask + MySQL" ends the cloud
+        database too); in a many-valued one only those saying nearly the same thing. Without a
         slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
         tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
@@ -324,17 +327,27 @@ class Memories:
             same = await self.store.find_memories(
                 ident.tenant, ident.user, status="active", slot=slot
             )
-            if decision.says_change:
-                for ended in policy.slot(slot).change_ends:
-                    same += await self.store.find_memories(
-                        ident.tenant, ident.user, status="active", slot=ended
-                    )
+            ended = list(policy.slot(slot).change_ends) if decision.says_change else []
+            # a project's move names several of its values at once ("后端迁到了 Flask +
+            # MySQL"): it ends the older fact of each, unless the two stand together
+            named = (
+                [s for s in one_valued_slots_named(content, policy, memory_type) if s != slot]
+                if decision.says_change and scope == "project"
+                else []
+            )
+            for other in dict.fromkeys(s for s in (*ended, *named) if s != slot):
+                same += await self.store.find_memories(
+                    ident.tenant, ident.user, status="active", slot=other
+                )
             return [
                 m
                 for m in same
                 if m.scope == scope
                 and m.project_id == project_id
-                and (m.slot != slot or not policy.both_stand(slot, m.content, content))
+                and (
+                    (m.slot != slot and m.slot not in named)
+                    or not policy.both_stand(m.slot or slot, m.content, content)
+                )
             ]
         known = any(s.name == slot for s in self.policy.slots)
         bar = self.policy.conflict.similarity_many if known else self.policy.conflict.similarity

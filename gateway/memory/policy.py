@@ -84,6 +84,7 @@ __all__ = [
     "memory_topics",
     "names_a_thing",
     "normalize",
+    "one_valued_slots_named",
     "parse_policy",
     "says_change",
     "shares_a_name",
@@ -1289,6 +1290,21 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
                 refused = (*slot.unless, *slot.of_types_unless)
                 return None if _matches_folded(refused, folded, lowered) else slot.name
     return None
+
+
+def one_valued_slots_named(text: str, policy: Policy, memory_type: str) -> list[str]:
+    """Every one-valued slot whose rules take the text, in ``derive_slot``'s order: a
+    project's move names several of its values at once ("后端迁到了 Flask + MySQL" names its
+    framework and its database), where ``derive_slot`` keeps the first."""
+    folded = normalize(text)
+    lowered = folded.lower()
+    return [
+        slot.name
+        for slot in policy.slots_in_order
+        if slot.values == "one"
+        and not (slot.types and memory_type not in slot.types)
+        and _slot_takes(slot, folded, lowered, policy)
+    ]
 
 
 def _slot_takes(slot: SlotSpec, folded: str, lowered: str, policy: Policy) -> bool:
