@@ -521,6 +521,15 @@ HEARING_BARE = [
         # sizes and distances asked in a unit
         ("Give all dimensions in centimetres please", "units"),
         ("还是说斤吧，公斤我换算不过来", "units"),
+        # a unit gone back to, said short; running again is no unit
+        ("Exams are done, back to miles and pounds please", "units"),
+        ("I'm back to running 5 km please don't judge", None),
+        # land the user is on now, a house settled on; a weekend on a farm is a visit
+        ("We're on 40 acres outside Armidale now", "location"),
+        ("Settled on a little house in Fremantle, moving next month", "location"),
+        ("We're on a farm near Dublin for the weekend", None),
+        # a project's data in one big workbook
+        ("The ledger keeps everything in one big Excel workbook", "database"),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
