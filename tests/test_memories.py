@@ -216,6 +216,16 @@ async def test_a_project_move_ends_the_older_fact_of_each_value_it_names(
     assert moved.memory.slot == "framework"
     assert sorted(moved.superseded) == sorted([framework.memory.id, database.memory.id])
     assert (await service.get(me, kept.memory.id)).status == "active"
+    # a move that names another slot's value as it was keeps the older fact of it
+    app = {**shop, "project_id": "app"}
+    cloud = await service.create(me, content="app 的服务部署在阿里云", **app)
+    await service.create(me, content="app 后端用 Django", **app)
+    still = await service.create(
+        me, content="app 后端从 Django 迁到了 FastAPI，还部署在阿里云", **app
+    )
+    assert still.memory.slot == "framework"
+    assert cloud.memory.id not in still.superseded
+    assert (await service.get(me, cloud.memory.id)).status == "active"
     # named without a change, another slot's value stands beside it
     other = {**shop, "project_id": "blog"}
     sqlite = await service.create(me, content="The blog's data lives in SQLite", **other)

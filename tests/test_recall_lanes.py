@@ -530,6 +530,32 @@ HEARING_BARE = [
         ("We're on a farm near Dublin for the weekend", None),
         # a project's data in one big workbook
         ("The ledger keeps everything in one big Excel workbook", "database"),
+        # the language named first, a nickname to use, Bahasa
+        ("From now on English only, I need the practice", "language"),
+        ("From now on, English lessons twice a week for my son", None),
+        ("Actually use my nickname, Bear", "name"),
+        ("Use my nickname generator for the game", None),
+        ("Tolong jawab dalam Bahasa Indonesia - answer in Bahasa please", "language"),
+        # a language named as food, a thing or what one speaks with someone else; a told-to
+        # quote; a name for something else; a fact measured; a unit in passing; a person
+        # called Rand; a stay for an event; a job hauling; one's own spreadsheet; a recoil
+        ("Use Greek yogurt instead of sour cream", None),
+        ("I use Polish on my boots every week", None),
+        ("I talk to my grandma in Tagalog every Sunday", None),
+        ("女儿用意大利语唱歌特别好听", None),
+        ("教练叫我“多喝水”", None),
+        ("I picked a new name for this blog: Slow Crumbs", None),
+        ("My height in cm is 172", None),
+        ("Ankle's fine now, back to miles on the canal path most mornings", None),
+        ("荔枝按斤算的，二十块一斤", None),
+        ("跟我说米饭怎么煮", None),
+        ("I always show my drafts to Rand before sending", None),
+        ("We settled on a cottage near Whitby for Easter", None),
+        ("We're on a farm near Dublin for my placement this month", None),
+        ("最近搬快递去了，挣点辛苦钱", None),
+        ("My budget is kept in a Google Sheet", None),
+        ("数据分析课用的是云开发平台", None),
+        ("My shotgun's recoil is too much for my shoulder", None),
         # a chilli is no Xiaomi phone
         ("我阳台上种了二十几盆二荆条和小米辣。", None),
         ("手机换成小米14了", "phone"),
@@ -875,6 +901,13 @@ def test_a_rewrite_says_a_change_a_deletion_only_with_what_is_there_now(policy: 
     assert says_change("Rebuilt the site in Astro over the summer", policy)
     assert says_change("Ripped Redux out of the app last sprint", policy)
     assert says_change("小红书不弄了，现在全挪到视频号", policy)
+    for same in (
+        "I rewrote my CV last night",
+        "The engine was rebuilt in 2019",
+        "把沙发挪到窗边了",
+        "论文开头重写了三遍",
+    ):
+        assert not says_change(same, policy), same
     for once in (
         "电脑里的照片不小心全删了",
         "把浏览器缓存删干净就好了",

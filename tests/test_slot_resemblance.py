@@ -30,7 +30,13 @@ FACTS = [
     "My son is learning English at school.",
     "I speak Dutch at home with my wife.",
     "Thai food is my favourite.",
+    # nearest to a language wished for, but not clearly enough
+    "I prefer texting my mum in Chinese",
+    "Use British spelling please",
 ]
+# they read like a language wished for, but the slot's `unless` rules say code comments and
+# logs are not the answers' language
+REFUSED = ["注释还是用英文吧", "算了，日志还是英文吧，中文看着乱"]
 
 
 def test_the_newer_wordings_are_ones_the_rules_miss(shipped_policy: Policy) -> None:
@@ -60,6 +66,16 @@ async def test_a_fact_takes_no_slot(service: Memories, text: str) -> None:
     ident = Identity(f"noslot{time.time_ns()}", "ann", None, "on", "tr_noslot")
     stored = (await service.create(ident, content=text, type="preference")).memory
     assert stored.slot is None
+
+
+@pytest.mark.parametrize("text", REFUSED)
+async def test_a_slot_refusing_the_words_is_not_taken(service: Memories, text: str) -> None:
+    ident = Identity(f"refused{time.time_ns()}", "ann", None, "on", "tr_refused")
+    answers = (await service.create(ident, content="请用中文回答", type="preference")).memory
+    stored = await service.create(ident, content=text, type="preference")
+    assert stored.memory.slot is None
+    assert stored.superseded == []
+    assert (await service.get(ident, answers.id)).status == "active"
 
 
 async def test_what_the_writer_named_is_kept(service: Memories) -> None:

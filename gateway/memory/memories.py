@@ -122,7 +122,7 @@ class Memories:
             # decided again as if the writer had named it, so it supersedes as that slot does
             await placed.prepare()
             found = placed.slot(vector)
-            if found is not None:
+            if found is not None and placed.takes(found, content, type):
                 decision = check_write(replace(draft, slot=found), self.policy, now)
         how = decision.applies
         like = self.resemblance
@@ -221,6 +221,14 @@ class Memories:
             )
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
+    def _still_named(self, older: Memory, content: str) -> bool:
+        """Whether a project's move keeps what an older fact of another slot says: it names
+        the same value ("数据库还是 MySQL", "still Provider") or is about another part."""
+        spec = self.policy.slot(older.slot or "")
+        return spec.apart(older.content, content) or bool(
+            spec.values_named(older.content) & spec.values_named(content)
+        )
+
     def _project_change(
         self,
         decision: GateDecision,
@@ -275,9 +283,10 @@ class Memories:
         the same scope, however it was worded ("answer in English", later "以后请用中文回答"),
         unless the two state the same value, and when it says something changed, those of
         the slots a change of it ends (``SlotSpec.change_ends``: a job left ends its
-        shifts) and, in a project, those of every other one-valued slot it names a value
-        of, unless the two stand together ("后端迁到了 Flask + MySQL" ends the cloud
-        database too); in a many-valued one only those saying nearly the same thing. Without a
+        shifts) and, in a project, those of every other one-valued slot it names, unless it
+        names the older one's value too ("后端迁到了 Flask + MySQL" ends the cloud database,
+        "数据库还是 MySQL" keeps it); in a many-valued one only those saying nearly the same
+        thing. Without a
         slot, a topical memory that says something changed
         ("训练改成一周三练全身了") replaces the one most similar older topical memory of its
         tier that shares a topic with it, if close enough (``ChangesSpec``), or else the
@@ -346,7 +355,8 @@ class Memories:
                 and m.project_id == project_id
                 and (
                     (m.slot != slot and m.slot not in named)
-                    or not policy.both_stand(m.slot or slot, m.content, content)
+                    or (m.slot == slot and not policy.both_stand(slot, m.content, content))
+                    or (m.slot in named and not self._still_named(m, content))
                 )
             ]
         known = any(s.name == slot for s in self.policy.slots)

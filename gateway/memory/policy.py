@@ -386,6 +386,17 @@ class SlotSpec(_Model):
         value = self.option(normalize(a))
         return value is not None and value == self.option(normalize(b))
 
+    def values_named(self, text: str) -> frozenset[str]:
+        """What of this slot a text names, as written (lower-cased): its keywords and what its
+        patterns take ("mysql", "provider")."""
+        folded = normalize(text)
+        found = {
+            m.group().lower() for rule in self.patterns for m in rule.compiled.finditer(folded)
+        }
+        if self.keyword_regex is not None:
+            found.update(m.group().lower() for m in self.keyword_regex.finditer(folded))
+        return frozenset(found)
+
     def aspects_of(self, text: str) -> frozenset[str]:
         """The ``aspects`` a ``normalize``d text names."""
         return frozenset(name for name, rule in self.aspects.items() if rule.compiled.search(text))

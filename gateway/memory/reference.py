@@ -1,8 +1,9 @@
 """Texts of the policy embedded once per process, for comparing memories with them.
 
-Two rules measure a memory against texts the policy ships: its typicality against a sample
-of what people ask (``gateway.memory.typicality``), and whether it reads like a standing wish
-against examples of how a memory applies (``gateway.memory.resemblance``). Their vectors must
+Three rules measure a memory against texts the policy ships: its typicality against a sample
+of what people ask (``gateway.memory.typicality``), whether it reads like a standing wish
+against examples of how a memory applies, and which slot it reads like against the slots'
+examples (both ``gateway.memory.resemblance``). Their vectors must
 come from the gateway's own embedder (of the memories' model), so they are embedded at run
 time: once per process and basis (the model and the texts), by the first caller that needs
 them, however many callers wait at once. If the embedder fails on them, the caller goes on

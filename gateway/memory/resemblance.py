@@ -22,7 +22,7 @@ import numpy as np
 import structlog
 
 from gateway.memory.embed import Embedder
-from gateway.memory.policy import Policy
+from gateway.memory.policy import Policy, normalize
 from gateway.memory.reference import ReferenceTexts
 
 log = structlog.get_logger("memgate")
@@ -114,6 +114,7 @@ class SlotResemblance:
 
     def __init__(self, embedder: Embedder, policy: Policy) -> None:
         self.spec = policy.slot_resemblance
+        self._policy = policy
         texts: list[str] = []
         labels: list[str] = []
         for slot in policy.slots:
@@ -123,6 +124,7 @@ class SlotResemblance:
         unslotted = (
             *policy.applies.resemblance.relevant,
             *(text for slot in policy.slots for text in slot.not_examples),
+            *(text for slot in policy.slots for rule in slot.unless for text in rule.examples),
         )
         texts += unslotted
         labels += [""] * len(unslotted)
@@ -137,6 +139,17 @@ class SlotResemblance:
     def considers(self, memory_type: str, slot: str | None) -> bool:
         """Whether a memory the rules placed in ``slot`` may take one by resemblance."""
         return self.enabled and slot is None and memory_type in self.spec.types
+
+    def takes(self, name: str, text: str, memory_type: str) -> bool:
+        """Whether the slot a memory reads like may hold it: a slot for other types, or one
+        whose ``unless`` rules refuse the words, does not, however close the meaning ("注释
+        还是用英文吧" reads like a language wished for, but code comments are not the
+        answers' language)."""
+        spec = self._policy.slot(name)
+        if spec.types and memory_type not in spec.types:
+            return False
+        folded = normalize(text)
+        return not any(rule.compiled.search(folded) for rule in spec.unless)
 
     async def prepare(self) -> None:
         """Embed the examples now (once per process), so that ``slot`` need not wait."""
