@@ -535,7 +535,7 @@ HEARING_BARE = [
         ("From now on, English lessons twice a week for my son", None),
         ("Actually use my nickname, Bear", "name"),
         ("Use my nickname generator for the game", None),
-        ("Tolong jawab dalam Bahasa Indonesia - answer in Bahasa please", "language"),
+        ("Tolong pakai Bahasa Indonesia saja - answer in Bahasa please", "language"),
         # a language named as food, a thing or what one speaks with someone else; a told-to
         # quote; a name for something else; a fact measured; a unit in passing; a person
         # called Rand; a stay for an event; a job hauling; one's own spreadsheet; a recoil

@@ -118,7 +118,7 @@ class Memories:
         (typical,) = await self.typicality.encoded(vector[None, :])
         placed = self.slot_resemblance
         if slot is None and placed.considers(type, decision.slot):
-            # no rule placed it ("算了算了，英文看着太累，还是中文吧"): a slot by resemblance,
+            # no rule placed it ("哎还是中文吧，英文读着太吃力了"): a slot by resemblance,
             # decided again as if the writer had named it, so it supersedes as that slot does
             await placed.prepare()
             found = placed.slot(vector)

@@ -599,9 +599,10 @@ class SlotResemblanceSpec(_Model):
     examples (its ``examples`` and its patterns') more than like anything else: the nearest
     of that slot's examples is at least ``similarity`` close (cosine), and at least
     ``margin`` closer than the nearest example of any other slot, any slot's
-    ``not_examples`` and ``applies.resemblance.relevant``. A one-valued subject changed
-    back comes in more wordings than rules list ("算了算了，英文看着太累，还是中文吧",
-    "Scrap the miles thing, kilometres from now on"); without its slot the newer memory
+    ``not_examples`` or ``unless`` examples and ``applies.resemblance.relevant``; and the
+    slot's ``types`` and ``unless`` rules allow it. A one-valued subject changed
+    back comes in more wordings than rules list ("哎还是中文吧，英文读着太吃力了",
+    "Swap the miles for kilometres from now on"); without its slot the newer memory
     would leave the older one standing (``gateway.memory.resemblance``).
     """
 

@@ -104,8 +104,8 @@ class SlotResemblance:
     """One process's slot-by-resemblance (``policy.slot_resemblance``) for one embedder.
 
     Rules place a memory in a slot by its words, and a one-valued subject changed back comes
-    in more wordings than they list ("算了算了，英文看着太累，还是中文吧", "Scrap the miles
-    thing, kilometres from now on"). Left without its slot, the newer memory would supersede
+    in more wordings than they list ("哎还是中文吧，英文读着太吃力了", "Swap the miles
+    for kilometres from now on"). Left without its slot, the newer memory would supersede
     nothing and the older one would go on standing. A memory of the listed types that no rule
     places is compared, by meaning, with the examples of every slot and with the policy's
     texts of no slot; it takes a listed slot when it reads like that slot's examples clearly
