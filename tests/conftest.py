@@ -6,7 +6,7 @@ import functools
 import os
 import shutil
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +189,26 @@ async def service(
     await memories.ready()
     yield memories
     await store.aclose()
+
+
+@pytest.fixture
+async def service_under(
+    redis_url: str, shared_embedder: LocalEmbedder
+) -> AsyncIterator[Callable[[Policy], Awaitable[Memories]]]:
+    """The memory write path under a policy of the test's own (an overlay turning a rule
+    off), on the worker's Redis; its stores close with the test."""
+    stores: list[Store] = []
+
+    async def under(policy: Policy) -> Memories:
+        store = Store(redis_url)
+        stores.append(store)
+        memories = Memories(store, shared_embedder, policy, ManualClock(SystemClock().now()))
+        await memories.ready()
+        return memories
+
+    yield under
+    for store in stores:
+        await store.aclose()
 
 
 @pytest.fixture

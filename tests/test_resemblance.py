@@ -5,11 +5,12 @@ topical, a one-valued slot is never an instruction, and what the writer said is 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import pytest
 
-from gateway.clock import ManualClock, SystemClock
+from gateway.clock import SystemClock
 from gateway.memory.candidates import CandidateQueue
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
@@ -97,18 +98,12 @@ async def test_what_the_writer_said_is_kept(service: Memories) -> None:
 
 
 async def test_turned_off_the_rules_alone_decide(
-    redis_url: str, shared_embedder: LocalEmbedder
+    service_under: Callable[[Policy], Awaitable[Memories]],
 ) -> None:
-    off = parse_policy("applies: {resemblance: {types: []}}")
-    store = Store(redis_url)
-    try:
-        memories = Memories(store, shared_embedder, off, ManualClock(SystemClock().now()))
-        await memories.ready()
-        ident = Identity(f"off{time.time_ns()}", "ann", None, "on", "tr_off")
-        stored = (await memories.create(ident, content=WISHES[0][0], type="preference")).memory
-        assert stored.applies == "relevant"
-    finally:
-        await store.aclose()
+    memories = await service_under(parse_policy("applies: {resemblance: {types: []}}"))
+    ident = Identity(f"off{time.time_ns()}", "ann", None, "on", "tr_off")
+    stored = (await memories.create(ident, content=WISHES[0][0], type="preference")).memory
+    assert stored.applies == "relevant"
 
 
 class FailingOnce:

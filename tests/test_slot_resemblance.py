@@ -6,16 +6,15 @@ those examples take none, and a slot the writer named is kept."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gateway.clock import ManualClock, SystemClock
 from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy, PolicyError, derive_slot, parse_policy
 from gateway.memory.resemblance import SlotResemblance
-from gateway.storage.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -94,18 +93,12 @@ def test_only_unplaced_memories_of_the_listed_types_are_judged(shipped_policy: P
 
 
 async def test_turned_off_the_rules_alone_decide(
-    redis_url: str, shared_embedder: LocalEmbedder
+    service_under: Callable[[Policy], Awaitable[Memories]],
 ) -> None:
-    off = parse_policy("slot_resemblance: {types: []}")
-    store = Store(redis_url)
-    try:
-        memories = Memories(store, shared_embedder, off, ManualClock(SystemClock().now()))
-        await memories.ready()
-        ident = Identity(f"sloff{time.time_ns()}", "ann", None, "on", "tr_sloff")
-        stored = await memories.create(ident, content=CHANGED_BACK[0][1], type="preference")
-        assert stored.memory.slot is None
-    finally:
-        await store.aclose()
+    memories = await service_under(parse_policy("slot_resemblance: {types: []}"))
+    ident = Identity(f"sloff{time.time_ns()}", "ann", None, "on", "tr_sloff")
+    stored = await memories.create(ident, content=CHANGED_BACK[0][1], type="preference")
+    assert stored.memory.slot is None
 
 
 @pytest.mark.parametrize(

@@ -221,14 +221,6 @@ class Memories:
             )
         return WriteOutcome(memory, created=True, superseded=[m.id for m in conflicts])
 
-    def _still_named(self, older: Memory, content: str) -> bool:
-        """Whether a project's move keeps what an older fact of another slot says: it names
-        the same value ("数据库还是 MySQL", "still Provider") or is about another part."""
-        spec = self.policy.slot(older.slot or "")
-        return spec.apart(older.content, content) or bool(
-            spec.values_named(older.content) & spec.values_named(content)
-        )
-
     def _project_change(
         self,
         decision: GateDecision,
@@ -356,7 +348,7 @@ class Memories:
                 and (
                     (m.slot != slot and m.slot not in named)
                     or (m.slot == slot and not policy.both_stand(slot, m.content, content))
-                    or (m.slot in named and not self._still_named(m, content))
+                    or (m.slot in named and not policy.move_keeps(m.slot, m.content, content))
                 )
             ]
         known = any(s.name == slot for s in self.policy.slots)

@@ -441,9 +441,17 @@ class SlotSpec(_Model):
         regex = self.moved_to_regex
         return regex is not None and regex.search(text) is not None
 
+    def holds(self, memory_type: str | None) -> bool:
+        """Whether a memory of this type may be in this slot (any, when not known)."""
+        return memory_type is None or not self.types or memory_type in self.types
+
+    def refuses(self, text: str) -> bool:
+        """Whether an ``unless`` rule refuses a ``normalize``d text."""
+        return any(rule.compiled.search(text) for rule in self.unless)
+
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """Whether the text is about this slot; ``lowered`` is ``text.lower()`` if known."""
-        if any(rule.compiled.search(text) for rule in self.unless):
+        if self.refuses(text):
             return False
         kw = self.keyword_regex
         if kw is not None:
@@ -1185,6 +1193,13 @@ class Policy(_Model):
             and not says_change(newer, self)
         )
 
+    def move_keeps(self, slot: str, older: str, newer: str) -> bool:
+        """Whether a project's move whose main slot is another one keeps an older fact of
+        ``slot`` it names too: it names the same value ("数据库还是 MySQL", "still
+        Provider"), or another aspect of the slot."""
+        spec = self.slot(slot)
+        return spec.apart(older, newer) or bool(spec.values_named(older) & spec.values_named(newer))
+
     @cached_property
     def lasting_topics(self) -> frozenset[str]:
         """Topics whose memories no change statement ends (``TopicSpec.lasting``)."""
@@ -1289,14 +1304,12 @@ def derive_slot(text: str, policy: Policy, memory_type: str | None = None) -> st
     """
     if not text:
         return None
-    folded = normalize(text)
-    lowered = folded.lower()
-    for slot in policy.slots_in_order:
-        if memory_type is not None and slot.types and memory_type not in slot.types:
-            continue
-        if _slot_takes(slot, folded, lowered, policy):
-            return slot.name
+    first = next(_slots_taking(text, policy, memory_type), None)
+    if first is not None:
+        return first.name
     if memory_type is not None:
+        folded = normalize(text)
+        lowered = folded.lower()
         for slot in policy.slots:
             if memory_type in slot.of_types:
                 refused = (*slot.unless, *slot.of_types_unless)
@@ -1308,15 +1321,17 @@ def one_valued_slots_named(text: str, policy: Policy, memory_type: str) -> list[
     """Every one-valued slot whose rules take the text, in ``derive_slot``'s order: a
     project's move names several of its values at once ("后端迁到了 Flask + MySQL" names its
     framework and its database), where ``derive_slot`` keeps the first."""
+    return [s.name for s in _slots_taking(text, policy, memory_type) if s.values == "one"]
+
+
+def _slots_taking(text: str, policy: Policy, memory_type: str | None) -> Iterator[SlotSpec]:
+    """The slots whose rules take the text, in ``derive_slot``'s order (lazily: the first
+    is often all a caller wants); with ``memory_type``, not those restricted to other types."""
     folded = normalize(text)
     lowered = folded.lower()
-    return [
-        slot.name
-        for slot in policy.slots_in_order
-        if slot.values == "one"
-        and not (slot.types and memory_type not in slot.types)
-        and _slot_takes(slot, folded, lowered, policy)
-    ]
+    for slot in policy.slots_in_order:
+        if slot.holds(memory_type) and _slot_takes(slot, folded, lowered, policy):
+            yield slot
 
 
 def _slot_takes(slot: SlotSpec, folded: str, lowered: str, policy: Policy) -> bool:

@@ -146,10 +146,7 @@ class SlotResemblance:
         还是用英文吧" reads like a language wished for, but code comments are not the
         answers' language)."""
         spec = self._policy.slot(name)
-        if spec.types and memory_type not in spec.types:
-            return False
-        folded = normalize(text)
-        return not any(rule.compiled.search(folded) for rule in spec.unless)
+        return spec.holds(memory_type) and not spec.refuses(normalize(text))
 
     async def prepare(self) -> None:
         """Embed the examples now (once per process), so that ``slot`` need not wait."""
