@@ -320,8 +320,14 @@ def create_app(
                 resemblance=memories.resemblance,
             )
             await queue.ensure_group()
+            recaller = Recaller(store, the_embedder, the_policy, the_clock)
+            preparing = None
+            # the example requests are embedded before the first request; an embedder down
+            # now is asked again in the background, recall going on without them meanwhile
+            if memory is None and not await recaller.prepare():
+                preparing = loop.create_task(recaller.keep_preparing())
             flow = memory or MemoryFlow(
-                Recaller(store, the_embedder, the_policy, the_clock),
+                recaller,
                 store,
                 metrics,
                 the_clock,
@@ -364,7 +370,7 @@ def create_app(
             yield
             # cancelled and waited for: a task stopped mid-command must give its Redis
             # connection back before the pool closes, or the loop closes with it still open
-            stopping = [sampler] if carrying is None else [sampler, carrying]
+            stopping = [task for task in (sampler, carrying, preparing) if task is not None]
             for task in stopping:
                 task.cancel()
             stop_miner.set()

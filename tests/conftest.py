@@ -219,7 +219,7 @@ async def runner(
     on the worker's Redis; a test forgets the users it made."""
     store = Store(redis_url)
     made = Runner(store, shared_embedder, shipped_policy)
-    await made.memories.ready()
+    await made.ready()
     yield made
     await store.aclose()
 

@@ -1846,6 +1846,24 @@ def test_a_topical_memory_reaches_a_request_it_shares_no_words_with(gateway: Gat
     assert (cand["lane"], cand["reason"]) == ("topical", "threshold")
 
 
+def test_a_request_reaches_what_requests_like_it_call_for(gateway: Gateway, policy: Policy) -> None:
+    """A few days in Chongqing names no health topic, and its words are about other topics
+    than a knee's: the requests it reads like (recall.relevance.resembled) call for the
+    user's health, so a knee that hurts on slopes and steps reaches it. A request calling
+    for nothing of the kind does not get it."""
+    me = User(gateway)
+    knee = me.remember("我膝盖做过手术，爬坡上坎还是疼", type="profile")
+    trip = ask(me, "下个月去重庆玩三天，帮我排个行程")
+    assert me.injected(trip) == [knee]
+    trace = me.trace(trip)
+    [cand] = trace["candidates"]
+    assert cand["topics"] == [] and cand["resembled"] == ["health"]
+    assert "health" in trace["resembled_topics"]
+    assert cand["scores"]["vector"] < policy.recall.relevance.off_topic_similarity
+    code = ask(me, "帮我写个 Python 脚本，统计日志里每小时的报错数量")
+    assert me.injected(code) == []
+
+
 def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway) -> None:
     me = User(gateway)
     pet = me.remember("My pet is a ball python named Monty", type="profile")
@@ -3167,7 +3185,7 @@ async def test_every_memory_of_the_requests_topic_reaches_the_ranking(
     store = Store(redis_url)
     try:
         runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
+        await runner.ready()
         ident = Identity(runner.tenant, "eater", None, "on", "tr_topic_pool")
         stored = set()
         for food in foods:
@@ -3194,7 +3212,7 @@ async def test_memories_that_fit_about_equally_are_not_cut_apart(
     store = Store(redis_url)
     try:
         runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
+        await runner.ready()
         ident = Identity(runner.tenant, "diner", None, "on", "tr_close")
         rules = ["I don't eat pork", "I don't eat beef", "I don't eat lamb"]
         ids = [
@@ -3224,7 +3242,7 @@ async def test_the_shipped_scenarios_meet_their_floors(
     store = Store(redis_url)
     try:
         runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
+        await runner.ready()
         outcomes = await runner.run_all(load_scenarios())
     finally:
         await store.aclose()
@@ -3271,7 +3289,7 @@ async def test_a_memory_the_gate_refuses_is_reported_and_the_run_goes_on(
     store = Store(redis_url)
     try:
         runner = Runner(store, shared_embedder, policy)
-        await runner.memories.ready()
+        await runner.ready()
         outcomes = await runner.run_all(load_scenarios(path))
     finally:
         await store.aclose()

@@ -16,8 +16,8 @@ from gateway.memory.embed import LocalEmbedder
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
-from gateway.memory.policy import Policy, derive_applies, derive_slot, parse_policy
-from gateway.memory.resemblance import Resemblance
+from gateway.memory.policy import Policy, PolicyError, derive_applies, derive_slot, parse_policy
+from gateway.memory.resemblance import Resemblance, ResembledTopics
 from gateway.storage.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -179,3 +179,112 @@ async def test_memories_from_before_applies_are_settled_by_resemblance_too(
     assert await service.settle() >= 2
     assert (await service.get(ident, wish.id)).applies == "always"
     assert (await service.get(ident, fact.id)).applies == "relevant"
+
+
+class AxisEmbedder:
+    """Each text a fixed direction, so that which examples are nearest is known."""
+
+    paid = False
+    dims = 3
+
+    def __init__(self, directions: dict[str, tuple[float, float, float]]) -> None:
+        self.model_id = f"axes-{time.time_ns()}"  # its own entry in the process's cache
+        self.directions = directions
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        rows = np.array([self.directions[t] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed([text]))[0]
+
+    async def warm_up(self) -> None:
+        return None
+
+
+@pytest.mark.unit
+async def test_a_request_takes_the_topics_its_nearest_examples_call_for() -> None:
+    """Of the nearest examples, a topic's share listing it, net of those saying it is not
+    called for, must reach ``share``; nothing is taken before the examples are embedded."""
+    overlay = """
+recall:
+  relevance:
+    resembled:
+      neighbours: 3
+      share: 0.6
+      examples:
+        - {text: "snacks a", topics: [food, allergy]}
+        - {text: "snacks b", topics: [food]}
+        - {text: "snacks c", not_topics: [food]}
+        - {text: "walk a", topics: [mobility]}
+        - {text: "walk b", topics: [mobility, health]}
+        - {text: "walk c", topics: [mobility]}
+"""
+    policy = parse_policy(overlay)
+    near_snacks, near_walks = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
+    directions = {
+        "snacks a": near_snacks,
+        "snacks b": (1.0, 0.1, 0.0),
+        "snacks c": (1.0, 0.0, 0.1),
+        "walk a": near_walks,
+        "walk b": (0.1, 1.0, 0.0),
+        "walk c": (0.0, 1.0, 0.1),
+    }
+    resembled = ResembledTopics(AxisEmbedder(directions), policy)
+    query = np.array(near_walks, dtype=np.float32)
+    assert resembled.topics(query) == frozenset()  # not embedded yet
+    await resembled.prepare()
+    # three of three call for mobility; one of three for health is below the share
+    assert resembled.topics(query) == {"mobility"}
+    # two of three call for food, one says it is not: a net share of one in three
+    assert resembled.topics(np.array(near_snacks, dtype=np.float32)) == frozenset()
+    lenient = parse_policy(overlay.replace("share: 0.6", "share: 0.3"))
+    loose = ResembledTopics(AxisEmbedder(directions), lenient)
+    await loose.prepare()
+    assert loose.topics(np.array(near_snacks, dtype=np.float32)) == {"food", "allergy"}
+
+
+@pytest.mark.unit
+async def test_example_requests_name_a_topic_once_and_unknown_ones_are_passed_over() -> None:
+    with pytest.raises(PolicyError) as info:
+        parse_policy(
+            "recall:\n  relevance:\n    resembled:\n      examples:\n"
+            "        - {text: y, topics: [food], not_topics: [food]}\n"
+        )
+    assert str(info.value).endswith(
+        "recall.relevance.resembled.examples[0]: a topic both matters and does not"
+    )
+    # topics an overlay's own topic list lacks say nothing
+    policy = parse_policy(
+        "topics:\n  - name: travel\n    keywords: [flight]\n"
+        "recall:\n  relevance:\n    resembled:\n      neighbours: 1\n      examples:\n"
+        "        - {text: trip, topics: [moon, travel]}\n"
+    )
+    resembled = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), policy)
+    await resembled.prepare()
+    assert resembled.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32)) == {"travel"}
+
+
+@pytest.mark.unit
+async def test_example_requests_count_only_once_this_instance_has_them() -> None:
+    """A recaller decides the same whatever else the process embedded: examples another
+    instance brought are not used before its own ``prepare``; an embedder failing on them
+    leaves ``prepare`` false, to be asked again (start-up retries in the background)."""
+    overlay = (
+        "recall:\n  relevance:\n    resembled:\n      neighbours: 1\n      examples:\n"
+        "        - {text: trip, topics: [travel]}\n"
+    )
+    policy = parse_policy(overlay)
+    embedder = AxisEmbedder({"trip": (1.0, 0.0, 0.0)})
+    query = np.array((1.0, 0.0, 0.0), dtype=np.float32)
+    first, second = ResembledTopics(embedder, policy), ResembledTopics(embedder, policy)
+    assert await first.prepare() and first.topics(query) == {"travel"}
+    assert second.topics(query) == frozenset()
+    assert await second.prepare() and second.topics(query) == {"travel"}
+
+    class Down(AxisEmbedder):
+        async def embed(self, texts: list[str]) -> np.ndarray:
+            raise ConnectionError("embeddings upstream down")
+
+    down = ResembledTopics(Down({"trip": (1.0, 0.0, 0.0)}), policy)
+    assert not await down.prepare() and down.topics(query) == frozenset()

@@ -237,6 +237,31 @@ def test_in_a_work_task_the_users_life_is_relevant_on_meaning_alone(policy: Poli
     assert first_failure(rule, policy, at_work, NOW, words) is None
 
 
+def test_a_topic_the_request_calls_for_by_resemblance_links_a_memory(policy: Policy) -> None:
+    """A request that reads like requests calling for food allergies ("something to nibble at
+    a leaving do") reaches the user's allergy, about other topics by its words, when the
+    meaning is not unrelated; not in a project, whose words describe the code."""
+    bar = policy.recall.relevance
+    floor = bar.resembled.min_similarity
+    assert bar.topic_min_similarity < floor < bar.similarity
+
+    def allergy(vector: float, *, resembled: tuple[str, ...]) -> Candidate:
+        cand = topical("I'm allergic to peanuts", 0.1, vector=vector)
+        cand.off_topic, cand.resembled = True, resembled
+        return cand
+
+    words = frozenset({"nibble", "leaving", "do"})
+    assert first_failure(allergy(floor, resembled=()), policy, LIFE, NOW, words) == "threshold"
+    called = allergy(floor, resembled=("allergy",))
+    assert first_failure(called, policy, LIFE, NOW, words) is None
+    assert called.to_trace()["resembled"] == ["allergy"]
+    below = allergy(floor - 0.01, resembled=("allergy",))
+    assert first_failure(below, policy, LIFE, NOW, words) == "threshold"
+    assert first_failure(allergy(floor, resembled=("allergy",)), policy, ME, NOW, words) == (
+        "threshold"
+    )
+
+
 def test_a_memory_about_other_topics_needs_a_closer_meaning(policy: Policy) -> None:
     """Both about topics, none shared (a pet python and a Python question): a similarity
     that passes for a memory without topics is not enough; a close one still is."""

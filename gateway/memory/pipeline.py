@@ -249,6 +249,7 @@ class MemoryFlow:
                     "injected_tokens": result.tokens,
                     "conflicts": result.conflicts,
                     "query_topics": result.query_topics,
+                    "resembled_topics": result.resembled_topics,
                     "searches": result.searches,
                     "timings_ms": result.timings_ms,
                 }

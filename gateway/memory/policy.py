@@ -147,7 +147,7 @@ def default_policy_path() -> Path:
 
 def shipped_policy_paths() -> tuple[Path, ...]:
     """The files that together form the shipped policy, in merge order."""
-    return (_SHIPPED / "rules.yaml", _SHIPPED / "default.yaml")
+    return (_SHIPPED / "rules.yaml", _SHIPPED / "requests.yaml", _SHIPPED / "default.yaml")
 
 
 def level_at_least(level: str, minimum: str) -> bool:
@@ -949,6 +949,37 @@ class WritingSpec(_Model):
     not_examples: tuple[str, ...] = ()
 
 
+class RequestExample(_Model):
+    """A request, the memory topics whose memories would shape a good answer to it although
+    it does not name them (``topics``), and those a reader might link to it that would not
+    (``not_topics``)."""
+
+    text: NonEmpty
+    topics: tuple[Name, ...] = ()
+    not_topics: tuple[Name, ...] = ()
+
+
+class ResembledTopicsSpec(_Model):
+    """Memory topics a request takes from the example requests it reads like.
+
+    A request's words name its own topics; which of the user's memories matter to it is a
+    further step that words often do not take ("something to nibble at a leaving do" says
+    nothing of food allergies, "tickets for a stadium gig" nothing of the user's hearing).
+    Of the request's ``neighbours`` nearest ``examples`` (cosine of meaning), a memory topic
+    is taken when the share of them naming it in ``topics``, less the share naming it in
+    ``not_topics``, is at least ``share``. A topical memory about a topic so taken is
+    relevant when its meaning is at least ``min_similarity`` close: a topic alone, with an
+    unrelated meaning, is no link. Where the request's words link nothing (in a project, a
+    work task, a question about how the world is) this does not either. No examples: off.
+    Topics the policy has none of are passed over (an overlay may replace the topics).
+    """
+
+    neighbours: PositiveInt = 5
+    share: Fraction = 0.4
+    min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.1
+    examples: tuple[RequestExample, ...] = ()
+
+
 class RelevanceSpec(_Model):
     """Whether a topical memory is relevant at all; the weights only order the relevant ones.
 
@@ -987,6 +1018,7 @@ class RelevanceSpec(_Model):
     meaning_only_in_tasks: tuple[Name, ...] = ()
     general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
     writing: WritingSpec = WritingSpec()
+    resembled: ResembledTopicsSpec = ResembledTopicsSpec()
 
 
 class LaneSpec(_Model):
@@ -2303,6 +2335,10 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
                 problems = list(_check_rule(rule, ("topics", i, key, j)))
                 ok = ok and not any(loc[-1] == "regex" for loc, _ in problems)
                 yield from problems
+    loc = ("recall", "relevance", "resembled", "examples")
+    for i, example in enumerate(policy.recall.relevance.resembled.examples):
+        if set(example.topics) & set(example.not_topics):
+            yield (*loc, i), "a topic both matters and does not"
     if not ok:
         return
     for i, topic in enumerate(policy.topics):

@@ -37,6 +37,8 @@ from gateway.memory.policy import (
     topics_of,
 )
 from gateway.memory.records import Memory
+from gateway.memory.reference import RETRY_AFTER
+from gateway.memory.resemblance import ResembledTopics
 from gateway.memory.selection import (
     STANDING,
     TOPICAL,
@@ -132,6 +134,7 @@ class _Searches:
     # capitalised inside a sentence ("Leo has a book report" and "My son Leo is dyslexic")
     query_leading: frozenset[str]
     embedded_at: float
+    query_vector: np.ndarray
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
     # asks how the world is, not about the user (policy.general_question), or only works on
@@ -191,6 +194,8 @@ class RecallResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None
     query_topics: list[str] = field(default_factory=list)
+    # memory topics the request takes from the example requests it reads like
+    resembled_topics: list[str] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)  # which searches Redis ran
 
     @property
@@ -206,6 +211,7 @@ class Recaller:
         self.policy = policy
         self.clock = clock
         self.typicality = Typicality(embedder, policy)
+        self.resembled = ResembledTopics(embedder, policy)
         # Owners seen at their last settings read (insertion-ordered, bounded).
         self._owners: dict[tuple[str, str], _Owner] = {}
         # Owners' standing memories, with the memory version they were read at (bounded).
@@ -276,12 +282,18 @@ class Recaller:
                 searches.cancel()
             raise
         typical = await self._typicality(ident, hits) if hits else {}
+        resembled = (
+            self.resembled.topics(searches.query_vector)
+            if hits and searches and not searches.general
+            else frozenset()
+        )
         t_embed = searches.embedded_at if searches else clock.monotonic()
         t_search = clock.monotonic()
         spec = self.policy.recall
         result.searches = [STANDING if standing.queried else "standing_cached"]
         if searches:
             result.query_topics = searches.query_topics
+            result.resembled_topics = sorted(resembled)
             result.searches += searches.names
         held = self.policy.held_topics
         for hit in hits:
@@ -289,6 +301,10 @@ class Recaller:
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus
+            elif resembled and (like := resembled.intersection(hit.memory.topics) - held):
+                # about a topic the request calls for by resemblance: on topic, though
+                # linked only when the meaning is not unrelated (``selection.relevant``)
+                cand.resembled = tuple(sorted(like))
             else:
                 # about other things than the request: by its words' topics (a plan is on
                 # the agenda by its type alone, which says nothing of what it is about)
@@ -440,6 +456,7 @@ class Recaller:
             about.names.inside - self.policy.vocabulary,
             about.names.opening - self.policy.vocabulary,
             embedded_at,
+            vector,
             bool(by_topic),
             scanned,
             about.general,
@@ -472,6 +489,19 @@ class Recaller:
             names,
             general_question(own, policy) or (given and not query_topics),
         )
+
+    async def prepare(self) -> bool:
+        """Embed the policy's example requests (``ResembledTopics``), which recall never
+        does; whether they are at hand. Until they are, no request takes a topic by
+        resemblance."""
+        return await self.resembled.prepare()
+
+    async def keep_preparing(self, every: float = RETRY_AFTER) -> None:
+        """``prepare`` until the examples are at hand (an embedder down at start-up)."""
+        while True:
+            if await self.prepare():
+                return
+            await asyncio.sleep(every)
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
         """Each found memory's typicality (none when the policy turns it off). Missing ones

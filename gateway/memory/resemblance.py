@@ -170,3 +170,62 @@ class SlotResemblance:
         ):
             return None
         return name
+
+
+class ResembledTopics:
+    """The memory topics a request takes by resemblance (``recall.relevance.resembled``).
+
+    The request's words name its topics, and the policy's ``reaches`` link topics to each
+    other; but which of the user's memories a request calls for is often a step no word
+    takes ("something to nibble at a leaving do" calls for a food allergy, "tickets for a
+    stadium gig" for the user's hearing). The policy's example requests, each with the
+    memory topics that matter to it and those that do not, carry that step by meaning: a
+    request takes a topic that enough of its nearest examples say matters, net of those
+    saying it does not.
+    """
+
+    def __init__(self, embedder: Embedder, policy: Policy) -> None:
+        self.spec = policy.recall.relevance.resembled
+        examples = self.spec.examples
+        known = {t.name for t in policy.topics}  # an overlay may replace the topics
+        self._names = sorted(
+            {t for e in examples for t in (*e.topics, *e.not_topics)}.intersection(known)
+        )
+        column = {name: i for i, name in enumerate(self._names)}
+        # one row an example: +1 where a topic matters to it, -1 where it does not
+        self._votes = np.zeros((len(examples), len(self._names)))
+        for i, example in enumerate(examples):
+            for name in example.topics:
+                if name in column:
+                    self._votes[i, column[name]] += 1.0
+            for name in example.not_topics:
+                if name in column:
+                    self._votes[i, column[name]] -= 1.0
+        self.reference = ReferenceTexts(embedder, [e.text for e in examples], "resembled_topics")
+        # this instance's own: what one recaller decides never depends on whether another
+        # object of the process embedded the same texts first
+        self._vectors: np.ndarray | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.spec.examples)
+
+    async def prepare(self) -> bool:
+        """Embed the examples (once per process) for ``topics``; whether they are at hand
+        (or nothing is to be embedded). A failing embedder is logged (``ReferenceTexts``)."""
+        if self.enabled and self._vectors is None:
+            self._vectors = await self.reference.vectors()
+        return self._vectors is not None or not self.enabled
+
+    def topics(self, vector: np.ndarray) -> frozenset[str]:
+        """The memory topics a request (``vector``: its unit-length embedding) takes from
+        the examples it reads like; none before ``prepare`` brought the examples: recall
+        never embeds them, as the first request would wait for a thousand texts."""
+        examples = self._vectors
+        if examples is None or not self._names:
+            return frozenset()
+        sims = examples @ np.asarray(vector, dtype=examples.dtype)
+        count = min(self.spec.neighbours, len(sims))
+        nearest = np.argpartition(-sims, count - 1)[:count]
+        share = self._votes[nearest].sum(axis=0) / self.spec.neighbours
+        return frozenset(self._names[i] for i in np.flatnonzero(share >= self.spec.share))

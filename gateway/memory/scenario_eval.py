@@ -194,6 +194,11 @@ class Runner:
         self.recaller = Recaller(store, embedder, policy, self.clock)
         self.tenant = "eval-" + secrets.token_hex(6)
 
+    async def ready(self) -> None:
+        """The index built and the policy's example requests embedded, as at start-up."""
+        await self.memories.ready()
+        await self.recaller.prepare()
+
     def _ident(self, user: str, project: str | None = None, task: str | None = None) -> Identity:
         return Identity(self.tenant, user, project, "on", new_trace_id(), task=task)
 
@@ -418,7 +423,7 @@ def run_scenario_bench(
         store = Store(url)
         try:
             runner = Runner(store, LocalEmbedder(), policy)
-            await runner.memories.ready()
+            await runner.ready()
             print(f"running {len(chosen)} scenarios", file=sys.stderr, flush=True)
             outcomes = await runner.run_all(chosen)
             pref = None

@@ -36,6 +36,8 @@ class Candidate:
     topics: tuple[str, ...] = ()  # topics shared with the request
     # about other topics than the request's: both have topics, and none is shared or reached
     off_topic: bool = False
+    # topics the request calls for by resemblance (recall.relevance.resembled), none shared
+    resembled: tuple[str, ...] = ()
     shared_terms: int = 0
     shared_name: bool = False  # names someone or somewhere the request names
     decision: str = "dropped"
@@ -61,6 +63,7 @@ class Candidate:
             },
             "topics": list(self.topics),
             "off_topic": self.off_topic,
+            "resembled": list(self.resembled),
             "shared_terms": self.shared_terms,
             "shared_name": self.shared_name,
             "decision": self.decision,
@@ -215,6 +218,10 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
+    if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
+        # about a topic that requests like this one call for ("something to nibble at a
+        # leaving do" and a nut allergy), with a meaning not unrelated
+        return True
     if due and not in_code and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
         # said for the coming days (RelevanceSpec.due_within_days): the user's next event,
         # named. About other topics than the request's, or asked in a task (whose words
