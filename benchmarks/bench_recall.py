@@ -737,6 +737,7 @@ async def _recall_bench(
         queries = sample_queries(n_queries)
         _progress("loading the embedding model")
         await embedder.warm_up()
+        await recaller.prepare()  # the policy's example requests, as at start-up
         bulk.embed_sync(["warm up"])
         now = clock.now()
         rng = np.random.default_rng(1)
@@ -1408,6 +1409,7 @@ async def _injected(
     """The recaller end to end (policy pool, threshold, max memories, token budget): is an
     evidence turn among the memories it would inject?"""
     recaller = Recaller(store, embedder, policy, SystemClock())
+    await recaller.prepare()  # the policy's example requests, as at start-up
     for q in questions:
         ident = Identity(
             tenant="locomo", user=q.user, project_id=None, mode="on", trace_id=new_trace_id()

@@ -134,7 +134,9 @@ class _Searches:
     # capitalised inside a sentence ("Leo has a book report" and "My son Leo is dyslexic")
     query_leading: frozenset[str]
     embedded_at: float
-    query_vector: np.ndarray
+    # memory topics the request calls for by resemblance (ResembledTopics), worked out
+    # while Redis runs the searches
+    resembled: frozenset[str]
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
     # asks how the world is, not about the user (policy.general_question), or only works on
@@ -282,11 +284,7 @@ class Recaller:
                 searches.cancel()
             raise
         typical = await self._typicality(ident, hits) if hits else {}
-        resembled = (
-            self.resembled.topics(searches.query_vector)
-            if hits and searches and not searches.general
-            else frozenset()
-        )
+        resembled = searches.resembled if searches else frozenset()
         t_embed = searches.embedded_at if searches else clock.monotonic()
         t_search = clock.monotonic()
         spec = self.policy.recall
@@ -439,6 +437,8 @@ class Recaller:
             await store.sent()  # before the topics or the caller's preview hold the loop
             if about is None:
                 about = self._about(own, given)
+            # a request how the world is links nothing of the user's life by topics
+            resembled = frozenset() if about.general else self.resembled.topics(vector)
         except BaseException:
             _abandon(keywords)
             if vector_search is not None:
@@ -456,7 +456,7 @@ class Recaller:
             about.names.inside - self.policy.vocabulary,
             about.names.opening - self.policy.vocabulary,
             embedded_at,
-            vector,
+            resembled,
             bool(by_topic),
             scanned,
             about.general,

@@ -224,7 +224,9 @@ class ResembledTopics:
         examples = self._vectors
         if examples is None or not self._names:
             return frozenset()
-        sims = examples @ np.asarray(vector, dtype=examples.dtype)
+        # numpy's own loop, not BLAS: a BLAS product on the request path leaves its threads
+        # spinning against the encoder of the next request on a small machine
+        sims = np.einsum("ij,j->i", examples, np.asarray(vector, dtype=examples.dtype))
         count = min(self.spec.neighbours, len(sims))
         nearest = np.argpartition(-sims, count - 1)[:count]
         share = self._votes[nearest].sum(axis=0) / self.spec.neighbours
