@@ -101,6 +101,9 @@ def _unexpected(metrics: Metrics) -> Callable[[Request[Any, Any, Any], Exception
 
 
 _NO_STORE = {"cache-control": "no-store"}
+# How long start-up waits for a remote embedder to embed the policy's example requests
+# before serving without them (they go on being embedded in the background).
+REMOTE_PREPARE_WAIT_S = 10.0
 
 
 @get("/healthz", include_in_schema=False)
@@ -322,10 +325,15 @@ def create_app(
             await queue.ensure_group()
             recaller = Recaller(store, the_embedder, the_policy, the_clock)
             preparing = None
-            # the example requests are embedded before the first request; an embedder down
-            # now is asked again in the background, recall going on without them meanwhile
-            if memory is None and not await recaller.prepare():
-                preparing = loop.create_task(recaller.keep_preparing())
+            # the example requests are embedded before the first request; a remote embedder
+            # (which may hang) is waited for only briefly, and one that fails is asked again
+            # in the background: recall goes on without them meanwhile
+            if memory is None:
+                first = loop.create_task(recaller.prepare())
+                wait = REMOTE_PREPARE_WAIT_S if the_embedder.paid else None
+                await asyncio.wait({first}, timeout=wait)
+                if not (first.done() and first.result()):
+                    preparing = loop.create_task(recaller.keep_preparing(first))
             flow = memory or MemoryFlow(
                 recaller,
                 store,

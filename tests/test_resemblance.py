@@ -245,14 +245,14 @@ recall:
 
 
 @pytest.mark.unit
-async def test_example_requests_name_a_topic_once_and_unknown_ones_are_passed_over() -> None:
+async def test_example_requests_name_a_topic_once_and_some_are_never_taken() -> None:
     with pytest.raises(PolicyError) as info:
         parse_policy(
             "recall:\n  relevance:\n    resembled:\n      examples:\n"
             "        - {text: y, topics: [food], not_topics: [food]}\n"
         )
     assert str(info.value).endswith(
-        "recall.relevance.resembled.examples[0]: a topic both matters and does not"
+        "recall.relevance.resembled.examples[0]: a topic is listed twice"
     )
     # topics an overlay's own topic list lacks say nothing
     policy = parse_policy(
@@ -263,6 +263,20 @@ async def test_example_requests_name_a_topic_once_and_unknown_ones_are_passed_ov
     resembled = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), policy)
     await resembled.prepare()
     assert resembled.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32)) == {"travel"}
+    # nor days (said in words) nor the agenda (every plan is on it by its type)
+    shipped = parse_policy(
+        "recall:\n  relevance:\n    resembled:\n      neighbours: 1\n      examples:\n"
+        "        - {text: trip, topics: [agenda, thursday, travel]}\n"
+    )
+    assert "thursday" in shipped.recall.relevance.resembled.words_only
+    days = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), shipped)
+    await days.prepare()
+    assert days.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32)) == {"travel"}
+    bare = parse_policy(
+        "recall:\n  relevance:\n    resembled:\n      examples:\n"
+        "        - {text: trip, topics: [agenda, thursday]}\n"
+    )
+    assert not ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), bare).enabled
 
 
 @pytest.mark.unit

@@ -238,8 +238,8 @@ def test_in_a_work_task_the_users_life_is_relevant_on_meaning_alone(policy: Poli
 
 
 def test_a_topic_the_request_calls_for_by_resemblance_links_a_memory(policy: Policy) -> None:
-    """A request that reads like requests calling for food allergies ("something to nibble at
-    a leaving do") reaches the user's allergy, about other topics by its words, when the
+    """A request that reads like requests calling for food allergies ("what could I put out
+    for the book club?") reaches the user's allergy, about other topics by its words, when the
     meaning is not unrelated; not in a project, whose words describe the code."""
     bar = policy.recall.relevance
     floor = bar.resembled.min_similarity
@@ -250,7 +250,7 @@ def test_a_topic_the_request_calls_for_by_resemblance_links_a_memory(policy: Pol
         cand.off_topic, cand.resembled = True, resembled
         return cand
 
-    words = frozenset({"nibble", "leaving", "do"})
+    words = frozenset({"book", "club", "put"})
     assert first_failure(allergy(floor, resembled=()), policy, LIFE, NOW, words) == "threshold"
     called = allergy(floor, resembled=("allergy",))
     assert first_failure(called, policy, LIFE, NOW, words) is None

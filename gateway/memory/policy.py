@@ -963,20 +963,26 @@ class ResembledTopicsSpec(_Model):
     """Memory topics a request takes from the example requests it reads like.
 
     A request's words name its own topics; which of the user's memories matter to it is a
-    further step that words often do not take ("something to nibble at a leaving do" says
-    nothing of food allergies, "tickets for a stadium gig" nothing of the user's hearing).
+    further step that words often do not take ("what could I put out for the book club?"
+    says nothing of a sesame allergy, three days in Chongqing nothing of a knee bad on
+    steps).
     Of the request's ``neighbours`` nearest ``examples`` (cosine of meaning), a memory topic
     is taken when the share of them naming it in ``topics``, less the share naming it in
     ``not_topics``, is at least ``share``. A topical memory about a topic so taken is
     relevant when its meaning is at least ``min_similarity`` close: a topic alone, with an
-    unrelated meaning, is no link. Where the request's words link nothing (in a project, a
-    work task, a question about how the world is) this does not either. No examples: off.
-    Topics the policy has none of are passed over (an overlay may replace the topics).
+    unrelated meaning, is no link, and a topic such as health holds facts of every kind.
+    Where the request's words link nothing (in a project, a work task, a question about how
+    the world is) this does not either; a text to write takes only ``writing.links``. The
+    topics in ``words_only``, those held by type (the agenda) and those the policy has none
+    of (an overlay may replace the topics) are never taken. No examples: off.
     """
 
     neighbours: PositiveInt = 5
-    share: Fraction = 0.4
-    min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.1
+    share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.4
+    min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.2
+    # topics only the request's own words may give: when a plan is (this Thursday, next
+    # week) is said, never a matter of meaning; topics held by type (the agenda) neither
+    words_only: tuple[Name, ...] = ()
     examples: tuple[RequestExample, ...] = ()
 
 
@@ -2337,8 +2343,9 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
                 yield from problems
     loc = ("recall", "relevance", "resembled", "examples")
     for i, example in enumerate(policy.recall.relevance.resembled.examples):
-        if set(example.topics) & set(example.not_topics):
-            yield (*loc, i), "a topic both matters and does not"
+        named = [*example.topics, *example.not_topics]
+        if len(set(named)) < len(named):
+            yield (*loc, i), "a topic is listed twice"
     if not ok:
         return
     for i, topic in enumerate(policy.topics):

@@ -159,6 +159,7 @@ class _About:
     subject_topics: frozenset[str]
     names: Names
     general: bool
+    writing: bool  # a text to write for someone to read (``WritingSpec``)
 
 
 @dataclass(slots=True)
@@ -299,10 +300,6 @@ class Recaller:
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus
-            elif resembled and (like := resembled.intersection(hit.memory.topics) - held):
-                # about a topic the request calls for by resemblance: on topic, though
-                # linked only when the meaning is not unrelated (``selection.relevant``)
-                cand.resembled = tuple(sorted(like))
             else:
                 # about other things than the request: by its words' topics (a plan is on
                 # the agenda by its type alone, which says nothing of what it is about)
@@ -310,6 +307,10 @@ class Recaller:
                 cand.off_topic = bool(
                     worded and searches.query_topics and not worded & searches.subject_topics  # type: ignore[union-attr]
                 )
+                # ... though maybe about one the request calls for by resemblance, which
+                # links it at a closer meaning (``selection.relevant``); every other test
+                # still sees it as about other topics
+                cand.resembled = tuple(sorted(resembled.intersection(hit.memory.topics)))
             result.candidates.append(cand)
         result.candidates.sort(key=lambda c: c.fused, reverse=True)
         # the cache holds every scope and expiry: the request sees what Redis's filter would
@@ -437,8 +438,11 @@ class Recaller:
             await store.sent()  # before the topics or the caller's preview hold the loop
             if about is None:
                 about = self._about(own, given)
-            # a request how the world is links nothing of the user's life by topics
+            # a request how the world is links nothing of the user's life by topics, a text
+            # to write only through who writes or reads it (``WritingSpec``), as its words do
             resembled = frozenset() if about.general else self.resembled.topics(vector)
+            if about.writing:
+                resembled = resembled.intersection(self.policy.recall.relevance.writing.links)
         except BaseException:
             _abandon(keywords)
             if vector_search is not None:
@@ -480,7 +484,8 @@ class Recaller:
         )
         subject = policy.topics_reaching(query_topics)
         reached = subject
-        if reached and asks_for_writing(own, policy):
+        writing = asks_for_writing(own, policy)
+        if reached and writing:
             reached = reached.intersection(policy.recall.relevance.writing.links)
         return _About(
             query_topics,
@@ -488,6 +493,7 @@ class Recaller:
             subject,
             names,
             general_question(own, policy) or (given and not query_topics),
+            writing,
         )
 
     async def prepare(self) -> bool:
@@ -496,12 +502,18 @@ class Recaller:
         resemblance."""
         return await self.resembled.prepare()
 
-    async def keep_preparing(self, every: float = RETRY_AFTER) -> None:
-        """``prepare`` until the examples are at hand (an embedder down at start-up)."""
+    async def keep_preparing(
+        self, first: asyncio.Future[bool] | None = None, every: float = RETRY_AFTER + 1.0
+    ) -> None:
+        """``prepare`` until the examples are at hand, after the ``first`` try still under
+        way or failed (an embedder down or slow at start-up); each try after the texts' own
+        pause following a failure (``RETRY_AFTER``)."""
+        if first is not None and await first:
+            return
         while True:
+            await asyncio.sleep(every)
             if await self.prepare():
                 return
-            await asyncio.sleep(every)
 
     async def _typicality(self, ident: Identity, hits: list[Hit]) -> dict[str, float]:
         """Each found memory's typicality (none when the policy turns it off). Missing ones

@@ -177,8 +177,8 @@ class ResembledTopics:
 
     The request's words name its topics, and the policy's ``reaches`` link topics to each
     other; but which of the user's memories a request calls for is often a step no word
-    takes ("something to nibble at a leaving do" calls for a food allergy, "tickets for a
-    stadium gig" for the user's hearing). The policy's example requests, each with the
+    takes ("what could I put out for the book club?" calls for a sesame allergy, three days
+    in Chongqing for a knee bad on steps). The policy's example requests, each with the
     memory topics that matter to it and those that do not, carry that step by meaning: a
     request takes a topic that enough of its nearest examples say matters, net of those
     saying it does not.
@@ -187,9 +187,11 @@ class ResembledTopics:
     def __init__(self, embedder: Embedder, policy: Policy) -> None:
         self.spec = policy.recall.relevance.resembled
         examples = self.spec.examples
-        known = {t.name for t in policy.topics}  # an overlay may replace the topics
+        # an overlay may replace the topics; the agenda holds every plan by its type, which
+        # says nothing of what a plan is about, and a day is said in words
+        taken = {t.name for t in policy.topics} - policy.held_topics - set(self.spec.words_only)
         self._names = sorted(
-            {t for e in examples for t in (*e.topics, *e.not_topics)}.intersection(known)
+            {t for e in examples for t in (*e.topics, *e.not_topics)}.intersection(taken)
         )
         column = {name: i for i, name in enumerate(self._names)}
         # one row an example: +1 where a topic matters to it, -1 where it does not
@@ -208,7 +210,7 @@ class ResembledTopics:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.spec.examples)
+        return bool(self.spec.examples) and bool(self._names)
 
     async def prepare(self) -> bool:
         """Embed the examples (once per process) for ``topics``; whether they are at hand
@@ -229,5 +231,5 @@ class ResembledTopics:
         sims = np.einsum("ij,j->i", examples, np.asarray(vector, dtype=examples.dtype))
         count = min(self.spec.neighbours, len(sims))
         nearest = np.argpartition(-sims, count - 1)[:count]
-        share = self._votes[nearest].sum(axis=0) / self.spec.neighbours
+        share = self._votes[nearest].sum(axis=0) / count
         return frozenset(self._names[i] for i in np.flatnonzero(share >= self.spec.share))

@@ -219,8 +219,8 @@ def relevant(
         # of the answer, however close in meaning; only a name the request names links
         return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
-        # about a topic that requests like this one call for ("something to nibble at a
-        # leaving do" and a nut allergy), with a meaning not unrelated
+        # about a topic that requests like this one call for ("下个月去重庆玩三天" and a knee
+        # bad on steps), with a meaning close enough: such a topic holds facts of every kind
         return True
     if due and not in_code and cand.text > 0 and cand.vector >= bar.topic_min_similarity:
         # said for the coming days (RelevanceSpec.due_within_days): the user's next event,
