@@ -4,6 +4,7 @@ topical, a one-valued slot is never an instruction, and what the writer said is 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 
@@ -181,6 +182,9 @@ async def test_memories_from_before_applies_are_settled_by_resemblance_too(
     assert (await service.get(ident, fact.id)).applies == "relevant"
 
 
+_axes = itertools.count()
+
+
 class AxisEmbedder:
     """Each text a fixed direction, so that which examples are nearest is known."""
 
@@ -188,7 +192,7 @@ class AxisEmbedder:
     dims = 3
 
     def __init__(self, directions: dict[str, tuple[float, float, float]]) -> None:
-        self.model_id = f"axes-{time.time_ns()}"  # its own entry in the process's cache
+        self.model_id = f"axes-{next(_axes)}"  # its own entry in the process's cache
         self.directions = directions
 
     async def embed(self, texts: list[str]) -> np.ndarray:

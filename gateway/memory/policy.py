@@ -1,7 +1,8 @@
 """The declarative memory policy: typed, strictly validated, loaded from YAML.
 
-Product behaviour lives in the package's ``policies/default.yaml`` (the knobs) and
-``policies/rules.yaml`` (the rule library) so that a reader can learn what memgate stores,
+Product behaviour lives in the package's ``policies/default.yaml`` (the knobs),
+``policies/rules.yaml`` (the rule library) and ``policies/requests.yaml`` (example requests
+of the memory topics they call for) so that a reader can learn what memgate stores,
 forgets and recalls without opening Python. An operator's overlay (``MEMGATE_POLICY``) is
 merged onto them: mappings key by key, lists replaced whole. This module gives the merged
 policy a schema, refuses anything it does not understand (naming the file, line and key),
@@ -965,8 +966,7 @@ class ResembledTopicsSpec(_Model):
     A request's words name its own topics; which of the user's memories matter to it is a
     further step that words often do not take ("what could I put out for the book club?"
     says nothing of a sesame allergy, three days in Chongqing nothing of a knee bad on
-    steps).
-    Of the request's ``neighbours`` nearest ``examples`` (cosine of meaning), a memory topic
+    steps). Of the request's ``neighbours`` nearest ``examples`` (cosine of meaning), a topic
     is taken when the share of them naming it in ``topics``, less the share naming it in
     ``not_topics``, is at least ``share``. A topical memory about a topic so taken is
     relevant when its meaning is at least ``min_similarity`` close: a topic alone, with an

@@ -1,9 +1,11 @@
-"""Texts of the policy embedded once per process, for comparing memories with them.
+"""Texts of the policy embedded once per process, for comparing memories and requests with them.
 
 Three rules measure a memory against texts the policy ships: its typicality against a sample
 of what people ask (``gateway.memory.typicality``), whether it reads like a standing wish
 against examples of how a memory applies, and which slot it reads like against the slots'
-examples (both ``gateway.memory.resemblance``). Their vectors must
+examples (both ``gateway.memory.resemblance``); one measures a request against example
+requests, for the memory topics it calls for (``ResembledTopics``, embedded at start-up,
+never by recall). Their vectors must
 come from the gateway's own embedder (of the memories' model), so they are embedded at run
 time: once per process and basis (the model and the texts), by the first caller that needs
 them, however many callers wait at once. If the embedder fails on them, the caller goes on
