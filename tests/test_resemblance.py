@@ -248,6 +248,13 @@ recall:
     assert loose.topics(np.array(near_snacks, dtype=np.float32)) == {"food", "allergy"}
 
 
+async def taken_for_a_trip(policy: Policy) -> frozenset[str]:
+    """The topics a request reading exactly like the policy's one example, "trip", takes."""
+    resembled = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), policy)
+    await resembled.prepare()
+    return resembled.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32))
+
+
 @pytest.mark.unit
 async def test_example_requests_name_a_topic_once_and_some_are_never_taken() -> None:
     with pytest.raises(PolicyError) as info:
@@ -264,18 +271,14 @@ async def test_example_requests_name_a_topic_once_and_some_are_never_taken() -> 
         "recall:\n  relevance:\n    resembled:\n      neighbours: 1\n      examples:\n"
         "        - {text: trip, topics: [moon, travel]}\n"
     )
-    resembled = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), policy)
-    await resembled.prepare()
-    assert resembled.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32)) == {"travel"}
+    assert await taken_for_a_trip(policy) == {"travel"}
     # nor days (said in words) nor the agenda (every plan is on it by its type)
     shipped = parse_policy(
         "recall:\n  relevance:\n    resembled:\n      neighbours: 1\n      examples:\n"
         "        - {text: trip, topics: [agenda, thursday, travel]}\n"
     )
     assert "thursday" in shipped.recall.relevance.resembled.words_only
-    days = ResembledTopics(AxisEmbedder({"trip": (1.0, 0.0, 0.0)}), shipped)
-    await days.prepare()
-    assert days.topics(np.array((1.0, 0.0, 0.0), dtype=np.float32)) == {"travel"}
+    assert await taken_for_a_trip(shipped) == {"travel"}
     bare = parse_policy(
         "recall:\n  relevance:\n    resembled:\n      examples:\n"
         "        - {text: trip, topics: [agenda, thursday]}\n"

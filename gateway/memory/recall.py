@@ -438,7 +438,7 @@ class Recaller:
             await store.sent()  # before the topics or the caller's preview hold the loop
             if about is None:
                 about = self._about(own, given)
-            # a request how the world is links nothing of the user's life by topics, a text
+            # a request asking how the world is links nothing of the user's life by topics, a text
             # to write only through who writes or reads it (``WritingSpec``), as its words do
             resembled = frozenset() if about.general else self.resembled.topics(vector)
             if about.writing:
