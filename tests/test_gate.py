@@ -694,6 +694,21 @@ def test_time_comes_only_from_the_argument() -> None:
         ("公司年后搬到深圳了", None),
         ("我们俩住在一起三年了", None),
         ("这叫我怎么办😭", None),
+        # the name to use asked for as "my name" or as what people call the user, units
+        # switched "me" to, a move exclaimed with where follows, 搬家到, a diet said short;
+        # not a name used somewhere, someone else's move, a moved meeting, a veggie dish
+        ("Could you use my proper name, Annelise? Anni is only for family", "name"),
+        ("just Fitz is fine — it's what everybody on the team calls me", "name"),
+        ("Please use my name on the booking", None),
+        ("Switch me to kilos and cm please, the clinic uses them", "units"),
+        ("Moved at last!! New flat is just off Gloucester Road", "location"),
+        ("We finally moved — Hove now, five minutes from the sea", "location"),
+        ("Finally downsized, a little terrace in Frome", "location"),
+        ("My brother finally moved! He's in Frome now", None),
+        ("Moved the meeting to Friday, the office is in Leeds", None),
+        ("开春搬家到滨江了，离公司近", "location"),
+        ("Gone fully veggie since March", "diet"),
+        ("Veggie burgers are my go-to", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:
