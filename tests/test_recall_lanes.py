@@ -1772,6 +1772,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Which history curriculum would work for my 5th grader?", "child", "coding"),
         ("best way to build a chicken run that's actually predator proof?", "livestock", "food"),
         ("Nudel has a massive prey drive, she can't be off-lead", "pets", "vehicles"),
+        # a goal by its time, distance, weight or grade, a training block, the day's walk;
+        # a model's training time is none of them
+        ("Hoping for sub-3:40 at the Dublin marathon", "fitness", "coding"),
+        ("Signed up to run the bay 16k in spring", "fitness", "coding"),
+        ("Want to finish the 42 km ski classic next winter", "fitness", "coding"),
+        ("Goal: under 88kg before the wedding", "fitness", "coding"),
+        ("Goal: under 88kg before the wedding", "food", "coding"),
+        ("This year I want to redpoint a 5.12a at the local crag", "fitness", "coding"),
+        ("Put together an 8-week training block, I can train three days a week", "fitness", "work"),
+        ("snowed in all week, how do I keep up my morning walk?", "fitness", "coding"),
+        ("How do I cut my PyTorch model's training time to under 3 hours?", "coding", "fitness"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
