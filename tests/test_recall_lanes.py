@@ -775,6 +775,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I record in my journal every day", "creator"),
         ("Extract the key phrases from this paragraph", "language_learning"),
         ("This 30fps video looks choppy", "games"),
+        # the back seat or the back garden is no back
+        ("Coffee all over my back seat, how do I get it out of the fabric?", "mobility"),
+        ("my back garden floods every winter", "mobility"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
