@@ -778,6 +778,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # the back seat or the back garden is no back
         ("Coffee all over my back seat, how do I get it out of the fabric?", "mobility"),
         ("my back garden floods every winter", "mobility"),
+        ("Make me a playlist for a 6 hour drive to the coast", "exertion"),
+        ("Our flight was delayed 7 hours, what am I owed?", "exertion"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1785,6 +1787,18 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("This year I want to redpoint a 5.12a at the local crag", "fitness", "coding"),
         ("Put together an 8-week training block, I can train three days a week", "fitness", "work"),
         ("snowed in all week, how do I keep up my morning walk?", "fitness", "coding"),
+        # hours in one seat or standing, said around the journey or the event
+        (
+            "Flying Dubai to Auckland next week and it's over 17 hours, how do I cope?",
+            "exertion",
+            "coding",
+        ),
+        ("下个月回老家，二十几个小时的火车，要准备点啥", "exertion", "coding"),
+        (
+            "Doing a five-hour market stall on Sunday, how do I get through it comfortably?",
+            "exertion",
+            "coding",
+        ),
         ("How do I cut my PyTorch model's training time to under 3 hours?", "coding", "fitness"),
     ],
 )
