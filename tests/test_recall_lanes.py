@@ -1800,6 +1800,16 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
             "coding",
         ),
         ("How do I cut my PyTorch model's training time to under 3 hours?", "coding", "fitness"),
+        # food to bring or grill, tickets to a show, heavy things moved by hand
+        ("I'm doing the nibbles for the quiz night, ideas?", "food", "coding"),
+        ("Braai at ours on Sunday for eight, what should go on?", "food", "coding"),
+        ("Just got tickets to see Fontaines D.C. in March!", "outings", "coding"),
+        (
+            "How do I get the old fridge down to the kerb without hurting myself?",
+            "exertion",
+            "coding",
+        ),
+        ("新买的书柜是自己装还是请师傅？", "exertion", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
