@@ -408,6 +408,12 @@ def _bench_scenarios(args: argparse.Namespace) -> int:
     )
 
 
+def _fit_relevance(args: argparse.Namespace) -> int:
+    from gateway.memory.scenario_eval import run_fit
+
+    return run_fit(scenarios=args.scenarios, out=args.out)
+
+
 def _eval(args: argparse.Namespace) -> int:
     from gateway.memory.eval import run_eval
 
@@ -675,6 +681,25 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--concurrency", type=int, default=200, help="streams in flight")
     soak.add_argument("--users", type=int, default=50, help="users with a memory each")
     soak.set_defaults(func=_bench_soak)
+    fit_cmd = sub.add_parser(
+        "fit",
+        help="fit recall to scenarios",
+        description="Fit parts of recall to written scenarios.",
+        formatter_class=_HelpFormatter,
+    )
+    fit_targets = fit_cmd.add_subparsers(dest="target", required=True, metavar="TARGET")
+    fitted = fit_targets.add_parser(
+        "relevance",
+        help="the fitted relevance (recall.relevance.fitted) from scenario files",
+        description="Runs the scenarios through the write path and recall, and fits how "
+        "likely a request needs a topical memory to the memories each scenario expects or "
+        "forbids (one weight a dimension of the local embedder). Writes a policy layer "
+        "(the shipped one is gateway/policies/fitted.yaml).",
+        formatter_class=_HelpFormatter,
+    )
+    fitted.add_argument("scenarios", nargs="+", help="scenario files")
+    fitted.add_argument("--out", required=True, help="the policy layer to write")
+    fitted.set_defaults(func=_fit_relevance)
     ev = sub.add_parser(
         "eval",
         help="does memory help, and what does wrong memory cost (A/B over scenarios)",

@@ -574,3 +574,42 @@ def test_a_plan_of_the_coming_days_named_at_work_is_relevant(policy: Policy) -> 
         call(days_before_end=6, vector=unrelated), policy, at_work, NOW, words
     ) == ("threshold")
     assert first_failure(call(days_before_end=6), policy, in_project, NOW, words) == ("threshold")
+
+
+def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy) -> None:
+    """Where the request's words may link the user's life, a memory the fitted relevance
+    (recall.relevance.fitted) makes likely needed is relevant whatever its topics and words
+    share, and one it makes unlikely is not, even on a shared topic; a name both write
+    still links. In a project, or with no likelihood worked out, the other tests decide."""
+    bar = policy.recall.relevance
+    fitted = bar.fitted
+    assert 0.0 < fitted.drop_below < fitted.add_at <= 1.0
+
+    def knee(likely: float | None, *, vector: float = 0.05) -> Candidate:
+        cand = topical("我膝盖做过手术，爬坡上坎还是疼", 0.1, vector=vector)
+        cand.off_topic, cand.fitted = True, likely
+        return cand
+
+    words = frozenset({"重庆", "行程"})
+    assert first_failure(knee(None), policy, LIFE, NOW, words) == "threshold"
+    likely = knee(fitted.add_at)
+    assert first_failure(likely, policy, LIFE, NOW, words) is None
+    assert likely.to_trace()["fitted"] == fitted.add_at
+    assert first_failure(knee(fitted.add_at - 0.01), policy, LIFE, NOW, words) == "threshold"
+    # in a project the request's words describe the code: the likelihood is not read
+    assert first_failure(knee(0.99), policy, ME, NOW, words) == "threshold"
+
+    def allergy(likely: float | None) -> Candidate:
+        cand = topical("I'm allergic to peanuts", 0.1, vector=0.05)
+        cand.topics = ("food",)
+        cand.fitted = likely
+        return cand
+
+    menu = frozenset({"dinner", "menu"})
+    assert first_failure(allergy(None), policy, LIFE, NOW, menu) is None
+    assert first_failure(allergy(fitted.drop_below), policy, LIFE, NOW, menu) is None
+    assert first_failure(allergy(fitted.drop_below - 0.01), policy, LIFE, NOW, menu) == "threshold"
+    # a name both write links whatever the likelihood
+    leo = Candidate(memory("My son Leo is dyslexic"), 0.2, 3.0, 0.2)
+    leo.fitted = 0.01
+    assert relevant(leo, policy.recall, frozenset({"leo", "book"}), frozenset({"leo"}))

@@ -34,6 +34,7 @@ from pydantic import (
     PrivateAttr,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
 
 from gateway import __version__
@@ -148,7 +149,12 @@ def default_policy_path() -> Path:
 
 def shipped_policy_paths() -> tuple[Path, ...]:
     """The files that together form the shipped policy, in merge order."""
-    return (_SHIPPED / "rules.yaml", _SHIPPED / "requests.yaml", _SHIPPED / "default.yaml")
+    return (
+        _SHIPPED / "rules.yaml",
+        _SHIPPED / "requests.yaml",
+        _SHIPPED / "fitted.yaml",
+        _SHIPPED / "default.yaml",
+    )
 
 
 def level_at_least(level: str, minimum: str) -> bool:
@@ -986,6 +992,32 @@ class ResembledTopicsSpec(_Model):
     examples: tuple[RequestExample, ...] = ()
 
 
+class FittedRelevanceSpec(_Model):
+    """A relevance fitted to written scenarios (``gateway.memory.fitted``): one weight a
+    dimension of ``embedder``'s vectors and a ``bias``, from which a topical memory's
+    likelihood of being needed by a request follows. Where the request's words may link the
+    user's life at all (not in a project, a work task or a question about how the world is),
+    a memory at least ``add_at`` likely is relevant, and one below ``drop_below`` is not,
+    whatever its topics or words share with the request (a name both write still links).
+    Weights for another embedder than the gateway's, or none: off."""
+
+    embedder: str = ""
+    weights: tuple[float, ...] = ()
+    bias: float = 0.0
+    add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
+    drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FittedRelevanceSpec:
+        if self.drop_below >= self.add_at:
+            raise ValueError("drop_below must be below add_at")
+        if self.weights and not self.embedder:
+            raise ValueError("weights need the embedder they were fitted for")
+        if self.weights and not all(math.isfinite(w) for w in (*self.weights, self.bias)):
+            raise ValueError("weights and bias must be finite numbers")
+        return self
+
+
 class RelevanceSpec(_Model):
     """Whether a topical memory is relevant at all; the weights only order the relevant ones.
 
@@ -1025,6 +1057,7 @@ class RelevanceSpec(_Model):
     general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
     writing: WritingSpec = WritingSpec()
     resembled: ResembledTopicsSpec = ResembledTopicsSpec()
+    fitted: FittedRelevanceSpec = FittedRelevanceSpec()
 
 
 class LaneSpec(_Model):

@@ -25,6 +25,7 @@ import structlog
 from gateway.clock import Clock
 from gateway.memory import inject
 from gateway.memory.embed import Embedder
+from gateway.memory.fitted import FittedRelevance
 from gateway.memory.identity import Identity
 from gateway.memory.policy import (
     Policy,
@@ -137,6 +138,7 @@ class _Searches:
     # memory topics the request calls for by resemblance (ResembledTopics), worked out
     # while Redis runs the searches
     resembled: frozenset[str]
+    query_vector: np.ndarray  # the request's own words' embedding
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
     # asks how the world is, not about the user (policy.general_question), or only works on
@@ -215,6 +217,7 @@ class Recaller:
         self.clock = clock
         self.typicality = Typicality(embedder, policy)
         self.resembled = ResembledTopics(embedder, policy)
+        self.fitted = FittedRelevance(policy.recall.relevance.fitted, embedder)
         # Owners seen at their last settings read (insertion-ordered, bounded).
         self._owners: dict[tuple[str, str], _Owner] = {}
         # Owners' standing memories, with the memory version they were read at (bounded).
@@ -319,6 +322,8 @@ class Recaller:
             for m in standing.memories
             if in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
         ]
+        if searches and not searches.general:
+            await self._fitted(ident, searches.query_vector, result.candidates)
         terms = searches.query_terms if searches else frozenset()
         names = searches.query_names if searches else frozenset()
         leading = searches.query_leading if searches else frozenset()
@@ -461,6 +466,7 @@ class Recaller:
             about.names.opening - self.policy.vocabulary,
             embedded_at,
             resembled,
+            vector,
             bool(by_topic),
             scanned,
             about.general,
@@ -546,6 +552,25 @@ class Recaller:
         if kept and not await self.store.keep_typicality(ident.tenant, ident.user, kept):
             log.warning("typicality_not_kept", memories=len(kept))
         return values
+
+    async def _fitted(
+        self, ident: Identity, query: np.ndarray, candidates: list[Candidate]
+    ) -> None:
+        """How likely the request needs each topical candidate (``FittedRelevance``), from
+        the stored embeddings (one round trip); a memory whose embedding is gone is judged
+        without it."""
+        topical = [c for c in candidates if c.lane == TOPICAL]
+        if not topical or not self.fitted.enabled:
+            return
+        vectors = await self.store.get_embeddings(
+            ident.tenant, ident.user, [c.memory.id for c in topical]
+        )
+        known = [c for c in topical if c.memory.id in vectors]
+        if not known:
+            return
+        likely = self.fitted.likelihoods(query, np.stack([vectors[c.memory.id] for c in known]))
+        for cand, value in zip(known, likely, strict=True):
+            cand.fitted = float(value)
 
     async def _gather(self, searches: _Searches) -> list[Hit]:
         """The topical searches' hits, each memory once."""

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -29,7 +30,8 @@ from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity, new_trace_id
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy
-from gateway.memory.recall import Recaller
+from gateway.memory.recall import Recaller, read_own_words
+from gateway.memory.selection import TOPICAL
 from gateway.storage.store import Store
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios" / "recall.yaml"
@@ -123,6 +125,8 @@ class Outcome:
     scenario: Scenario
     injected: list[str]  # refs, in injection order
     not_stored: list[str] = field(default_factory=list)  # refs the write path refused or merged
+    refs: dict[str, str] = field(default_factory=dict)  # stored memory id -> ref
+    topical: list[str] = field(default_factory=list)  # ids recall weighed as topical
 
     @property
     def hits(self) -> int:
@@ -237,7 +241,44 @@ class Runner:
             self._ident(user, req.project, req.task), req.message.strip(), model=_MODEL
         )
         injected = [by_id.get(m.id, m.id) for m in result.injected]
-        return Outcome(scenario, injected, not_stored)
+        topical = [c.memory.id for c in result.candidates if c.lane == TOPICAL]
+        return Outcome(scenario, injected, not_stored, by_id, topical)
+
+    async def fitting_pairs(
+        self, scenarios: Sequence[Scenario]
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
+        """Each scenario run as ``run`` does; then, for every memory recall weighed as
+        topical and the scenario expects or forbids: the request's vector (its own words,
+        as recall embeds them), the memory's stored vector and whether it is needed. Not
+        from requests whose words link nothing of the user's life (in a project, or a task
+        in ``meaning_only_in_tasks``): there the fitted relevance does not apply."""
+        recaller = self.recaller
+        quiet = set(recaller.policy.recall.relevance.meaning_only_in_tasks)
+        queries: list[np.ndarray] = []
+        memories: list[np.ndarray] = []
+        needed: list[bool] = []
+        try:
+            for scenario in scenarios:
+                outcome = await self.run(scenario)
+                req = scenario.request
+                if req.project or req.task in quiet:
+                    continue
+                label = {ref: False for ref in scenario.forbid} | {r: True for r in scenario.expect}
+                ids = [i for i in outcome.topical if outcome.refs.get(i) in label]
+                if not ids:
+                    continue
+                vectors = await recaller.store.get_embeddings(self.tenant, scenario.id, ids)
+                text = req.message.strip()
+                own = read_own_words(text)[0]
+                query = await recaller.embedder.embed_query(own if own.strip() else text)
+                for memory_id in ids:
+                    if memory_id in vectors:
+                        queries.append(query)
+                        memories.append(vectors[memory_id])
+                        needed.append(label[outcome.refs[memory_id]])
+        finally:
+            await self.forget(s.id for s in scenarios)
+        return queries, memories, needed
 
     async def run_all(self, scenarios: Sequence[Scenario]) -> list[Outcome]:
         try:
@@ -457,3 +498,84 @@ def _default_prefeval() -> Path | None:
     root = Path(__file__).resolve().parent.parent.parent
     folder = root.parent / "shared" / "eval-data" / "prefeval" / "explicit_preference"
     return folder if folder.is_dir() else None
+
+
+def run_fit(*, scenarios: Sequence[str], out: str) -> int:
+    """`memgate fit relevance`: the fitted relevance (``gateway.memory.fitted``) from
+    scenario files, through the product's own write path and recall on a throwaway embedded
+    Redis with the local embedder, written to ``out`` as a policy layer (the shipped one
+    is ``gateway/policies/fitted.yaml``); 0 on success."""
+    import asyncio
+    import os
+    import sys
+    import tempfile
+
+    from gateway.memory.embed import LocalEmbedder
+    from gateway.memory.fitted import fit
+    from gateway.memory.policy import PolicyError, load_policy
+    from gateway.memory.tokens import prepare_cache
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+
+    try:
+        policy = load_policy(os.environ.get("MEMGATE_POLICY") or None)
+        chosen = [s for path in scenarios for s in load_scenarios(Path(path))]
+    except (PolicyError, ScenarioError) as exc:
+        print(f"memgate fit relevance: {exc}", file=sys.stderr)
+        return 2
+    embedder = LocalEmbedder()
+
+    async def job(url: str) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
+        store = Store(url)
+        try:
+            runner = Runner(store, embedder, policy)
+            await runner.ready()
+            print(f"running {len(chosen)} scenarios", file=sys.stderr, flush=True)
+            return await runner.fitting_pairs(chosen)
+        finally:
+            await store.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="memgate-fit-") as tmp:
+        prepare_cache(Path(tmp) / "tiktoken")
+        server = EmbeddedRedis(Path(tmp) / "redis")
+        try:
+            url = server.start()
+        except EmbeddedRedisError as exc:
+            print(f"memgate fit relevance: {exc}", file=sys.stderr)
+            return 1
+        try:
+            queries, memories, needed = asyncio.run(job(url))
+        finally:
+            server.stop()
+    if not needed:
+        print(
+            "memgate fit relevance: no memory recall weighed as topical is expected or forbidden",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        fitted = fit(np.stack(queries), np.stack(memories), needed)
+    except ValueError as exc:
+        print(f"memgate fit relevance: {exc}", file=sys.stderr)
+        return 2
+    layer = {
+        "recall": {
+            "relevance": {
+                "fitted": {
+                    "embedder": embedder.model_id,
+                    "bias": fitted.bias,
+                    "weights": list(fitted.weights),
+                }
+            }
+        }
+    }
+    header = (
+        "# The fitted relevance (recall.relevance.fitted; gateway/memory/fitted.py), written by\n"
+        f"# `memgate fit relevance` from {len(chosen)} scenarios: {fitted.pairs} pairs of a\n"
+        f"# request and a memory recall weighed as topical, {fitted.needed} of them needed.\n"
+    )
+    Path(out).write_text(
+        header + yaml.safe_dump(layer, default_flow_style=None, width=100, sort_keys=False),
+        encoding="utf-8",
+    )
+    print(f"{fitted.pairs} pairs ({fitted.needed} needed) -> {out}", flush=True)
+    return 0

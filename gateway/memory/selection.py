@@ -40,6 +40,8 @@ class Candidate:
     resembled: tuple[str, ...] = ()
     shared_terms: int = 0
     shared_name: bool = False  # names someone or somewhere the request names
+    # how likely the request needs it (recall.relevance.fitted); None: not worked out
+    fitted: float | None = None
     decision: str = "dropped"
     reason: str | None = None
 
@@ -66,6 +68,7 @@ class Candidate:
             "resembled": list(self.resembled),
             "shared_terms": self.shared_terms,
             "shared_name": self.shared_name,
+            "fitted": None if self.fitted is None else round(self.fitted, 4),
             "decision": self.decision,
             "reason": self.reason,
         }
@@ -218,6 +221,18 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
+    if linked and cand.fitted is not None:
+        # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
+        # a memory they make likely needed is relevant, but for one about other topics
+        # sharing a word with the request, whose meaning that word lifts ("ball python" and
+        # a Python question): the fit reads meanings, so the word lifts it as well
+        if cand.fitted >= bar.fitted.add_at and not (cand.off_topic and cand.text > 0):
+            return True
+        # ... and one they make unlikely is not, whatever topic it shares, but for a memory
+        # in a slot, which says where the user lives, works or what they use, and whose
+        # slot's topic is the link (the weather "here", format-on-save in an editor)
+        if cand.fitted < bar.fitted.drop_below and cand.memory.slot is None:
+            return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
         # about a topic that requests like this one call for ("下个月去重庆玩三天" and a knee
         # bad on steps), with a meaning close enough: such a topic holds facts of every kind

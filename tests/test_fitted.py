@@ -1,0 +1,233 @@
+"""The fitted relevance (``gateway.memory.fitted``, ``recall.relevance.fitted``): how likely a
+request needs a topical memory, by one weight a dimension of the embedder's vectors fitted to
+written scenarios; fitted deterministically, read only for the embedder it was fitted with,
+applied in recall and traced, and written as a policy layer by ``memgate fit relevance``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from gateway.memory.embed import LocalEmbedder
+from gateway.memory.fitted import FittedRelevance, fit
+from gateway.memory.identity import Identity
+from gateway.memory.memories import Memories
+from gateway.memory.policy import FittedRelevanceSpec, Policy, load_policy
+from gateway.memory.recall import Recaller
+
+pytestmark = pytest.mark.anyio
+
+
+class _Named:
+    """An embedder as FittedRelevance sees it: a model name and a width."""
+
+    def __init__(self, model_id: str, dims: int | None) -> None:
+        self.model_id = model_id
+        self.dims = dims
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _auc(scores: np.ndarray, needed: np.ndarray) -> float:
+    order = np.argsort(scores)
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(len(scores))
+    pos = needed.astype(bool)
+    return float((ranks[pos].sum() - pos.sum() * (pos.sum() - 1) / 2) / (pos.sum() * (~pos).sum()))
+
+
+def test_the_fit_learns_which_dimensions_say_a_memory_is_needed() -> None:
+    """Pairs whose need shows in two dimensions of eight, not in the whole cosine: the fitted
+    weights rank the needed above the rest far better than the cosine does, and the same
+    pairs always give the same weights."""
+    rng = np.random.default_rng(7)
+    queries = _unit(rng.normal(size=(600, 8)))
+    memories = _unit(rng.normal(size=(600, 8)))
+    signal = queries[:, 0] * memories[:, 0] + queries[:, 1] * memories[:, 1]
+    needed = signal > 0.05
+    fitted = fit(queries, memories, needed, iterations=1500)
+    assert (fitted.pairs, fitted.needed) == (600, int(needed.sum()))
+    weights = np.asarray(fitted.weights)
+    learned = (queries * memories) @ weights + fitted.bias
+    cosine = (queries * memories).sum(axis=1)
+    assert _auc(learned, needed) > 0.95 > _auc(cosine, needed) + 0.1
+    assert weights[:2].min() > np.abs(weights[2:]).max()
+    assert fit(queries, memories, needed, iterations=1500) == fitted
+
+
+def test_the_fit_needs_pairs_of_both_kinds() -> None:
+    rows = _unit(np.ones((3, 4)))
+    with pytest.raises(ValueError, match="both kinds"):
+        fit(rows, rows, [True, True, True])
+    with pytest.raises(ValueError, match="one request and one memory"):
+        fit(rows, rows, [True, False])
+
+
+def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
+    spec = FittedRelevanceSpec(embedder="usem3q8", weights=(2.0, 0.0, 0.0, 0.0), bias=-1.0)
+    assert FittedRelevance(spec, _Named("usem3q8", 4)).enabled  # type: ignore[arg-type]
+    assert FittedRelevance(spec, _Named("usem3q8", None)).enabled  # type: ignore[arg-type]
+    assert not FittedRelevance(spec, _Named("text-embedding-3-small", 4)).enabled  # type: ignore[arg-type]
+    assert not FittedRelevance(spec, _Named("usem3q8", 512)).enabled  # type: ignore[arg-type]
+    assert not FittedRelevance(FittedRelevanceSpec(), _Named("usem3q8", 4)).enabled  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError):
+        FittedRelevance(FittedRelevanceSpec(), _Named("usem3q8", 4)).likelihoods(  # type: ignore[arg-type]
+            np.ones(4), np.ones((1, 4))
+        )
+    on = FittedRelevance(spec, _Named("usem3q8", 4))  # type: ignore[arg-type]
+    query = np.array([1.0, 0.0, 0.0, 0.0])
+    rows = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    # sigmoid(2 * 1 - 1) and sigmoid(0 - 1)
+    assert np.allclose(on.likelihoods(query, rows), [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))])
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"add_at": 0.2, "drop_below": 0.3}, "drop_below must be below add_at"),
+        ({"weights": (1.0, 2.0)}, "need the embedder"),
+        ({"embedder": "usem3q8", "weights": (1.0, float("nan"))}, "finite"),
+        ({"add_at": 0.0}, "greater than 0"),
+    ],
+)
+def test_a_fitted_relevance_that_cannot_be_read_is_refused(
+    fields: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        FittedRelevanceSpec(**fields)  # type: ignore[arg-type]
+
+
+def test_the_shipped_weights_are_for_the_local_embedder(shipped_policy: Policy) -> None:
+    fitted = shipped_policy.recall.relevance.fitted
+    embedder = LocalEmbedder()
+    assert fitted.embedder == embedder.model_id and len(fitted.weights) == embedder.dims
+    assert FittedRelevance(fitted, embedder).enabled
+
+
+async def test_recall_reads_the_likelihood_where_the_users_life_may_be_linked(
+    service: Memories, shipped_policy: Policy
+) -> None:
+    """A memory the fitted relevance makes likely needed reaches a request that shares
+    nothing with it, and the trace says how likely; in a project it does not, and with
+    weights for another embedder nothing is worked out."""
+    bar = shipped_policy.recall.relevance
+    sure = bar.fitted.model_copy(
+        update={"weights": (40.0,) * 512, "bias": 10.0, "embedder": service.embedder.model_id}
+    )
+    policy = shipped_policy.model_copy(
+        update={
+            "recall": shipped_policy.recall.model_copy(
+                update={"relevance": bar.model_copy(update={"fitted": sure})}
+            )
+        }
+    )
+    ident = Identity(f"fit{time.time_ns()}", "ann", None, "on", "tr_fit")
+    bees = (await service.create(ident, content="I keep two hives of bees", type="profile")).memory
+    question = "Which laptop is good for editing 4K video?"
+    shipped = await Recaller(service.store, service.embedder, shipped_policy, service.clock).recall(
+        ident, question
+    )
+    assert bees.id not in [m.id for m in shipped.injected]
+    result = await Recaller(service.store, service.embedder, policy, service.clock).recall(
+        ident, question
+    )
+    assert [m.id for m in result.injected] == [bees.id]
+    [cand] = result.candidates
+    assert cand.fitted is not None and cand.fitted > 0.99 and cand.reason is None
+    in_code = Identity(ident.tenant, "ann", "cutter", "on", "tr_fit2")
+    coded = await Recaller(service.store, service.embedder, policy, service.clock).recall(
+        in_code, question
+    )
+    assert coded.injected == []
+    other = policy.model_copy(
+        update={
+            "recall": policy.recall.model_copy(
+                update={
+                    "relevance": policy.recall.relevance.model_copy(
+                        update={"fitted": sure.model_copy(update={"embedder": "another-model"})}
+                    )
+                }
+            )
+        }
+    )
+    off = await Recaller(service.store, service.embedder, other, service.clock).recall(
+        ident, question
+    )
+    assert [c.fitted for c in off.candidates] == [None]
+
+
+@pytest.mark.long
+def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
+    scenarios = tmp_path / "fit.yaml"
+    scenarios.write_text(
+        """scenarios:
+  - id: fit-knee
+    category: topical
+    memories:
+      - {ref: knee, content: "My left knee is bad on stairs", type: profile, age_days: 30}
+      - {ref: band, content: "I play bass in a covers band", type: profile, age_days: 60}
+    request: {message: "Plan three days of walking around Lisbon for me"}
+    expect: [knee]
+    forbid: [band]
+  - id: fit-nuts
+    category: topical
+    memories:
+      - {ref: nuts, content: "我对花生过敏", type: profile, age_days: 10}
+      - {ref: chess, content: "我周末下围棋", type: profile, age_days: 90}
+    request: {message: "帮我想想周六聚餐做什么菜"}
+    expect: [nuts]
+    forbid: [chess]
+""",
+        encoding="utf-8",
+    )
+    out = tmp_path / "fitted.yaml"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "fit",
+            "relevance",
+            str(scenarios),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 pairs (2 needed)" in done.stdout
+    fitted = load_policy(out).recall.relevance.fitted
+    assert fitted.embedder == "usem3q8" and len(fitted.weights) == 512
+    # only needed memories: nothing to tell them from
+    scenarios.write_text(
+        scenarios.read_text(encoding="utf-8")
+        .replace("    forbid: [band]\n", "")
+        .replace("    forbid: [chess]\n", ""),
+        encoding="utf-8",
+    )
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "fit",
+            "relevance",
+            str(scenarios),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert refused.returncode == 2 and "both kinds" in refused.stderr
