@@ -139,6 +139,9 @@ class _Searches:
     # while Redis runs the searches
     resembled: frozenset[str]
     query_vector: np.ndarray  # the request's own words' embedding
+    # the stored vectors of the memories the vector search finds, by memory id, once it has
+    # answered (for FittedRelevance; empty when that is off)
+    memory_vectors: dict[str, np.ndarray]
     topic_clause: bool  # whether the keyword search also found memories by topic
     scanned: tuple[str, Scan]  # the text searched for and its sensitivity scan
     # asks how the world is, not about the user (policy.general_question), or only works on
@@ -323,7 +326,7 @@ class Recaller:
             if in_scope(m, ident) and (m.expires_at is None or m.expires_at > now)
         ]
         if searches and not searches.general:
-            await self._fitted(ident, searches.query_vector, result.candidates)
+            self._fitted(searches, result.candidates)
         terms = searches.query_terms if searches else frozenset()
         names = searches.query_names if searches else frozenset()
         leading = searches.query_leading if searches else frozenset()
@@ -431,13 +434,21 @@ class Recaller:
             )
         )
         vector_search: asyncio.Future[tuple[dict[str, float], dict[str, Memory]]] | None = None
+        found: dict[str, np.ndarray] = {}
         try:
             await store.sent()  # before a local embedder holds the loop
             # the meaning asked about is the request's own: a sentence to translate or a story to
             # proofread says nothing of what the user needs from their memories
             vector = await self.embedder.embed_query(own if own.strip() else text)
             vector_search = asyncio.ensure_future(
-                store.vector_hits(expr, vector, pool, large=large, load=True)
+                store.vector_hits(
+                    expr,
+                    vector,
+                    pool,
+                    large=large,
+                    load=True,
+                    embeddings=found if self.fitted.enabled else None,
+                )
             )
             embedded_at = self.clock.monotonic()
             await store.sent()  # before the topics or the caller's preview hold the loop
@@ -467,6 +478,7 @@ class Recaller:
             embedded_at,
             resembled,
             vector,
+            found,
             bool(by_topic),
             scanned,
             about.general,
@@ -553,22 +565,20 @@ class Recaller:
             log.warning("typicality_not_kept", memories=len(kept))
         return values
 
-    async def _fitted(
-        self, ident: Identity, query: np.ndarray, candidates: list[Candidate]
-    ) -> None:
+    def _fitted(self, searches: _Searches, candidates: list[Candidate]) -> None:
         """How likely the request needs each topical candidate (``FittedRelevance``), from
-        the stored embeddings (one round trip); a memory whose embedding is gone is judged
-        without it."""
-        topical = [c for c in candidates if c.lane == TOPICAL]
-        if not topical or not self.fitted.enabled:
+        the stored vectors the vector search RETURNed with its hits: a memory found by its
+        words or topic alone, beyond the nearest by meaning (a large user's), is judged
+        without it, as is every memory when the weights are not for this embedder."""
+        if not self.fitted.enabled:
             return
-        vectors = await self.store.get_embeddings(
-            ident.tenant, ident.user, [c.memory.id for c in topical]
-        )
-        known = [c for c in topical if c.memory.id in vectors]
+        vectors = searches.memory_vectors
+        known = [c for c in candidates if c.lane == TOPICAL and c.memory.id in vectors]
         if not known:
             return
-        likely = self.fitted.likelihoods(query, np.stack([vectors[c.memory.id] for c in known]))
+        likely = self.fitted.likelihoods(
+            searches.query_vector, np.stack([vectors[c.memory.id] for c in known])
+        )
         for cand, value in zip(known, likely, strict=True):
             cand.fitted = float(value)
 

@@ -853,13 +853,19 @@ class Store:
         *,
         large: bool = False,
         load: bool = False,
+        embeddings: dict[str, np.ndarray] | None = None,
     ) -> tuple[dict[str, float], dict[str, Memory]]:
         """KNN over the filtered memories: document key -> cosine similarity, and with
-        ``load`` the memories found."""
+        ``load`` the memories found. ``embeddings``, when given, is filled with the found
+        memories' stored vectors by memory id, RETURNed by the same command (no round trip
+        of its own)."""
+        fields = _returned(load)
+        if embeddings is not None:
+            fields = [*fields, "embedding"]
         query = VectorQuery(
             vector=np.asarray(vector, np.float32).tobytes(),
             vector_field_name="embedding",
-            return_fields=_returned(load),
+            return_fields=fields,
             filter_expression=expr,
             num_results=pool,
             # For a user with many memories, walking the HNSW graph in batches beats the
@@ -871,6 +877,13 @@ class Store:
             _s(row[b"id"]): 1.0 - float(row[b"extra_attributes"][b"vector_distance"])
             for row in rows
         }
+        if embeddings is not None:
+            for row in rows:
+                raw = row[b"extra_attributes"].get(b"embedding")
+                if raw is not None:
+                    # the key's last part is the memory id
+                    key = _s(row[b"id"])
+                    embeddings[key.rsplit(":", 1)[-1]] = np.frombuffer(raw, dtype=np.float32)
         return scores, memories
 
     async def search(
