@@ -7,6 +7,7 @@ import string
 import time
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -405,7 +406,6 @@ _free_text = st.one_of(
 @given(text=_free_text)
 async def test_free_text_never_breaks_or_widens_recall(service: Memories, text: str) -> None:
     """Any user text reaches RediSearch only as escaped content tokens: no error, no crash."""
-    import numpy as np
 
     from gateway.memory.textsearch import search_text
 
@@ -547,7 +547,6 @@ def test_every_field_survives_the_hash_round_trip() -> None:
 
 async def test_a_long_listing_loads_every_memory_in_slices(service: Memories) -> None:
     """Listings read memories a slice of keys per script call; none may fall between."""
-    import numpy as np
 
     from gateway.memory.records import Memory, new_memory_id
 
@@ -597,6 +596,23 @@ async def test_search_with_its_memories_in_one_call_matches_search_then_load(
     assert scores_loaded == scores and list(loaded) == list(scores)
     assert [m.content for m in loaded.values()] == ["I prefer green tea"]
     assert (await store.text_hits(expr, "", 20, load=True)) == ({}, {})
+
+
+async def test_the_vector_search_returns_the_stored_vectors_when_asked(service: Memories) -> None:
+    """The fitted relevance reads each found memory's stored vector from the vector search's
+    own reply: the same vectors a load of the embeddings gives, by memory id."""
+    me = who()
+    for text in ("I prefer green tea", "我每天早上喝绿茶"):
+        await service.create(me, content=text, type="preference")
+    store = service.store
+    expr = store.recall_filter(me.tenant, me.user, project_id=None, task=None, now_ts=0.0)
+    vector = (await service.embedder.embed(["green tea"]))[0]
+    found: dict[str, np.ndarray] = {}
+    _, loaded = await store.vector_hits(expr, vector, 20, load=True, embeddings=found)
+    assert len(found) == 2 and set(found) == {m.id for m in loaded.values()}
+    stored = await store.get_embeddings(me.tenant, me.user, list(found))
+    for memory_id, got in found.items():
+        assert np.array_equal(got, stored[memory_id])
 
 
 async def test_recall_returns_a_memorys_times_exactly(service: Memories) -> None:
