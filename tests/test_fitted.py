@@ -86,7 +86,14 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
     query = np.array([1.0, 0.0, 0.0, 0.0])
     rows = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
     # sigmoid(2 * 1 - 1) and sigmoid(0 - 1)
-    assert np.allclose(on.likelihoods(query, rows), [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))])
+    assert np.allclose(on.likelihoods(query, rows), [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))])  # type: ignore[arg-type]
+    # an embedder whose width was not known up front: vectors of another width are not read
+    unknown = FittedRelevance(spec, _Named("usem3q8", None))  # type: ignore[arg-type]
+    assert unknown.likelihoods(np.ones(3), np.ones((2, 3))) is None
+    # weights far past what exp() takes: 0 or 1, no overflow (warnings are errors here)
+    huge = FittedRelevanceSpec(embedder="usem3q8", weights=(1e6, 0.0, 0.0, 0.0))
+    far = FittedRelevance(huge, _Named("usem3q8", 4)).likelihoods(query, np.vstack([rows, -rows]))  # type: ignore[arg-type]
+    assert far is not None and np.allclose(far, [1.0, 0.5, 0.0, 0.5])
 
 
 @pytest.mark.parametrize(
@@ -116,7 +123,7 @@ async def test_recall_reads_the_likelihood_where_the_users_life_may_be_linked(
     service: Memories, shipped_policy: Policy
 ) -> None:
     """A memory the fitted relevance makes likely needed reaches a request that shares
-    nothing with it, and the trace says how likely; in a project it does not, and with
+    nothing with it, and its trace says how likely; in a project it does not, and with
     weights for another embedder nothing is worked out."""
     bar = shipped_policy.recall.relevance
     sure = bar.fitted.model_copy(
@@ -130,18 +137,19 @@ async def test_recall_reads_the_likelihood_where_the_users_life_may_be_linked(
         }
     )
     ident = Identity(f"fit{time.time_ns()}", "ann", None, "on", "tr_fit")
-    bees = (await service.create(ident, content="I keep two hives of bees", type="profile")).memory
+    sweets = (await service.create(ident, content="I hate licorice", type="preference")).memory
     question = "Which laptop is good for editing 4K video?"
     shipped = await Recaller(service.store, service.embedder, shipped_policy, service.clock).recall(
         ident, question
     )
-    assert bees.id not in [m.id for m in shipped.injected]
+    assert sweets.id not in [m.id for m in shipped.injected]
     result = await Recaller(service.store, service.embedder, policy, service.clock).recall(
         ident, question
     )
-    assert [m.id for m in result.injected] == [bees.id]
+    assert [m.id for m in result.injected] == [sweets.id]
     [cand] = result.candidates
     assert cand.fitted is not None and cand.fitted > 0.99 and cand.reason is None
+    assert cand.to_trace()["fitted"] == round(cand.fitted, 4)
     in_code = Identity(ident.tenant, "ann", "cutter", "on", "tr_fit2")
     coded = await Recaller(service.store, service.embedder, policy, service.clock).recall(
         in_code, question
@@ -205,7 +213,7 @@ def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert "4 pairs (2 needed)" in done.stdout
+    assert "2 scenarios, 4 pairs (2 needed)" in done.stdout
     fitted = load_policy(out).recall.relevance.fitted
     assert fitted.embedder == "usem3q8" and len(fitted.weights) == 512
     # only needed memories: nothing to tell them from

@@ -585,9 +585,9 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     fitted = bar.fitted
     assert 0.0 < fitted.drop_below < fitted.add_at <= 1.0
 
-    def knee(likely: float | None, *, vector: float = 0.05) -> Candidate:
+    def knee(likely: float | None, *, vector: float = 0.05, off_topic: bool = False) -> Candidate:
         cand = topical("我膝盖做过手术，爬坡上坎还是疼", 0.1, vector=vector)
-        cand.off_topic, cand.fitted = True, likely
+        cand.off_topic, cand.fitted = off_topic, likely
         return cand
 
     words = frozenset({"重庆", "行程"})
@@ -596,6 +596,8 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert first_failure(likely, policy, LIFE, NOW, words) is None
     assert likely.to_trace()["fitted"] == fitted.add_at
     assert first_failure(knee(fitted.add_at - 0.01), policy, LIFE, NOW, words) == "threshold"
+    # about other topics than the request's: the likelihood does not add it
+    assert first_failure(knee(0.99, off_topic=True), policy, LIFE, NOW, words) == "threshold"
     # in a project the request's words describe the code: the likelihood is not read
     assert first_failure(knee(0.99), policy, ME, NOW, words) == "threshold"
 
@@ -606,9 +608,18 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
         return cand
 
     menu = frozenset({"dinner", "menu"})
+    assert "food" in fitted.drop_through
     assert first_failure(allergy(None), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below - 0.01), policy, LIFE, NOW, menu) == "threshold"
+    # a narrow topic shared (a pacemaker and airport security) or a slot's links stand
+    pacer = topical("I've had a pacemaker since 2021", 0.1, vector=0.0)
+    pacer.topics, pacer.fitted = ("implants",), 0.01
+    assert "implants" not in fitted.drop_through
+    assert first_failure(pacer, policy, LIFE, NOW, frozenset({"airport"})) is None
+    home = topical("I live in Leith", 0.1, vector=0.0, slot="location")
+    home.topics, home.fitted = ("place",), 0.01
+    assert first_failure(home, policy, LIFE, NOW, frozenset({"weather"})) is None
     # a name both write links whatever the likelihood
     leo = Candidate(memory("My son Leo is dyslexic"), 0.2, 3.0, 0.2)
     leo.fitted = 0.01

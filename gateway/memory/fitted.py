@@ -40,16 +40,26 @@ class FittedRelevance:
     def enabled(self) -> bool:
         return self._weights is not None
 
-    def likelihoods(self, query: np.ndarray, memories: np.ndarray) -> np.ndarray:
+    def likelihoods(self, query: np.ndarray, memories: np.ndarray) -> np.ndarray | None:
         """For each row of ``memories`` (unit-length embeddings), how likely the request
-        (``query``, its unit-length embedding) needs it, in [0, 1]."""
+        (``query``, its unit-length embedding) needs it, in [0, 1]; None when the vectors
+        are not as wide as the weights (an embedder whose width was not known up front)."""
         weights = self._weights
         if weights is None:
             raise RuntimeError("no fitted weights for this embedder")
+        rows = np.asarray(memories, dtype=np.float32)
+        vector = np.asarray(query, dtype=np.float32)
+        if vector.shape != weights.shape or rows.ndim != 2 or rows.shape[1] != weights.size:
+            return None
         # numpy's own loop, not BLAS (as ResembledTopics): a handful of rows a request
-        weighted = weights * np.asarray(query, dtype=np.float32)
-        logits = np.einsum("ij,j->i", np.asarray(memories, dtype=np.float32), weighted)
-        return 1.0 / (1.0 + np.exp(-(logits.astype(np.float64) + self.spec.bias)))
+        logits = np.einsum("ij,j->i", rows, weights * vector).astype(np.float64) + self.spec.bias
+        return _sigmoid(logits)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function without overflow for large weights: tanh saturates where exp
+    would overflow."""
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +93,7 @@ def fit(
     weights = np.full(x.shape[1], start)
     bias = -1.0
     for _ in range(iterations):
-        error = 1.0 / (1.0 + np.exp(-(x @ weights + bias))) - y
+        error = _sigmoid(x @ weights + bias) - y
         weights -= rate * (x.T @ error) / len(y)
         bias -= rate / 10.0 * float(error.mean())
     return Fit(

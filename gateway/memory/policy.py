@@ -997,15 +997,22 @@ class FittedRelevanceSpec(_Model):
     dimension of ``embedder``'s vectors and a ``bias``, from which a topical memory's
     likelihood of being needed by a request follows. Where the request's words may link the
     user's life at all (not in a project, a work task or a question about how the world is),
-    a memory at least ``add_at`` likely is relevant, and one below ``drop_below`` is not,
-    whatever its topics or words share with the request (a name both write still links).
-    Weights for another embedder than the gateway's, or none: off."""
+    a memory at least ``add_at`` likely is relevant (but for one about other topics than the
+    request's, which one weight a dimension does not tell apart well enough), and one below
+    ``drop_below`` is not, unless it is in a slot, a
+    name both write links it, or it shares a topic with the request that is not one of
+    ``drop_through``: broad topics (food, health, family) hold facts of every kind, where a
+    shared topic says little; a narrow one (a pacemaker and airport security) is a link the
+    fit, one weight a dimension, does not know better. ``drop_through`` names the policy has
+    no topic of are passed over (an overlay may replace the topics). Weights for another
+    embedder than the gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()
     bias: float = 0.0
     add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
-    drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+    drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.15
+    drop_through: tuple[Name, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:

@@ -579,6 +579,8 @@ class Recaller:
         likely = self.fitted.likelihoods(
             searches.query_vector, np.stack([vectors[c.memory.id] for c in known])
         )
+        if likely is None:
+            return
         for cand, value in zip(known, likely, strict=True):
             cand.fitted = float(value)
 

@@ -514,6 +514,7 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
     from gateway.memory.fitted import fit
     from gateway.memory.policy import PolicyError, load_policy
     from gateway.memory.tokens import prepare_cache
+    from gateway.storage import RedisError
     from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 
     try:
@@ -544,6 +545,9 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
             return 1
         try:
             queries, memories, needed = asyncio.run(job(url))
+        except (RedisError, OSError) as exc:
+            print(f"memgate fit relevance: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
         finally:
             server.stop()
     if not needed:
@@ -569,13 +573,19 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
         }
     }
     header = (
-        "# The fitted relevance (recall.relevance.fitted; gateway/memory/fitted.py), written by\n"
-        f"# `memgate fit relevance` from {len(chosen)} scenarios: {fitted.pairs} pairs of a\n"
-        f"# request and a memory recall weighed as topical, {fitted.needed} of them needed.\n"
+        "# The fitted relevance (recall.relevance.fitted, gateway/memory/fitted.py), written by\n"
+        "# `memgate fit relevance`: one weight a dimension of `embedder`'s vectors, and a bias.\n"
     )
-    Path(out).write_text(
-        header + yaml.safe_dump(layer, default_flow_style=None, width=100, sort_keys=False),
-        encoding="utf-8",
+    try:
+        Path(out).write_text(
+            header + yaml.safe_dump(layer, default_flow_style=None, width=100, sort_keys=False),
+            encoding="utf-8",
+        )
+    except OSError as exc:
+        print(f"memgate fit relevance: cannot write {out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(
+        f"{len(chosen)} scenarios, {fitted.pairs} pairs ({fitted.needed} needed) -> {out}",
+        flush=True,
     )
-    print(f"{fitted.pairs} pairs ({fitted.needed} needed) -> {out}", flush=True)
     return 0

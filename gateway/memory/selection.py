@@ -223,15 +223,21 @@ def relevant(
         return False
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
-        # a memory they make likely needed is relevant, but for one about other topics
-        # sharing a word with the request, whose meaning that word lifts ("ball python" and
-        # a Python question): the fit reads meanings, so the word lifts it as well
-        if cand.fitted >= bar.fitted.add_at and not (cand.off_topic and cand.text > 0):
+        # a memory they make likely needed is relevant, but for one about other topics than
+        # the request's, which the fit, one weight a dimension, does not tell apart well
+        # enough: a morning routine for tonight's dinner, a pet python for a Python question
+        # (a shared word lifts the meaning the fit reads as well)
+        if cand.fitted >= bar.fitted.add_at and not cand.off_topic:
             return True
-        # ... and one they make unlikely is not, whatever topic it shares, but for a memory
-        # in a slot, which says where the user lives, works or what they use, and whose
-        # slot's topic is the link (the weather "here", format-on-save in an editor)
-        if cand.fitted < bar.fitted.drop_below and cand.memory.slot is None:
+        # ... and one they make unlikely is not, but for a memory in a slot, which says where
+        # the user lives, works or what they use, and whose slot's topic is the link (the
+        # weather "here", format-on-save in an editor), and one sharing a narrow topic with
+        # the request (a pacemaker and airport security): only a broad one says little
+        if (
+            cand.fitted < bar.fitted.drop_below
+            and cand.memory.slot is None
+            and all(t in bar.fitted.drop_through for t in cand.topics)
+        ):
             return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
         # about a topic that requests like this one call for ("下个月去重庆玩三天" and a knee
