@@ -187,7 +187,9 @@ def relevant(
     other topics than the request's needs a closer meaning: a shared word, or a word with
     two senses across languages ("苹果手机" and apples in the garden), lifts the similarity
     of texts about different things. A ``general`` request (how the world is, not the user)
-    is met only by a name both write.
+    is met only by a name both write. Where the request's words may link the user's life,
+    how likely written scenarios make the memory needed (``cand.fitted``,
+    FittedRelevanceSpec) can make it relevant, or not, before the tests that follow it.
     """
     bar = spec.relevance
     # in a project or a task the request's words describe the project or the work, not the
