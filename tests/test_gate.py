@@ -709,6 +709,9 @@ def test_time_comes_only_from_the_argument() -> None:
         ("开春搬家到滨江了，离公司近", "location"),
         ("Gone fully veggie since March", "diet"),
         ("Veggie burgers are my go-to", None),
+        ("Should I use my full name or initials on my CV?", None),
+        ("We go veggie on Mondays", None),
+        ("我们搬家去宜家买了好多东西", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

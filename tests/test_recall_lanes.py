@@ -780,6 +780,13 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("my back garden floods every winter", "mobility"),
         ("Make me a playlist for a 6 hour drive to the coast", "exertion"),
         ("Our flight was delayed 7 hours, what am I owed?", "exertion"),
+        # a model's training, a bag's weight limit, an appliance that will not drain, a
+        # backup's hours, support tickets
+        ("My training loss stops going down after epoch 3", "fitness"),
+        ("My checked bag needs to be under 23 kg", "fitness"),
+        ("How do I get the dishwasher to drain?", "exertion"),
+        ("My hard drive backup takes 10 hours", "exertion"),
+        ("I have tickets in Jira to close before Friday", "outings"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
