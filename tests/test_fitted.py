@@ -119,23 +119,22 @@ def test_the_shipped_weights_are_for_the_local_embedder(shipped_policy: Policy) 
     assert FittedRelevance(fitted, embedder).enabled
 
 
+def _with_fitted(policy: Policy, fitted: FittedRelevanceSpec) -> Policy:
+    relevance = policy.recall.relevance.model_copy(update={"fitted": fitted})
+    recall = policy.recall.model_copy(update={"relevance": relevance})
+    return policy.model_copy(update={"recall": recall})
+
+
 async def test_recall_reads_the_likelihood_where_the_users_life_may_be_linked(
     service: Memories, shipped_policy: Policy
 ) -> None:
     """A memory the fitted relevance makes likely needed reaches a request that shares
     nothing with it, and its trace says how likely; in a project it does not, and with
     weights for another embedder nothing is worked out."""
-    bar = shipped_policy.recall.relevance
-    sure = bar.fitted.model_copy(
+    sure = shipped_policy.recall.relevance.fitted.model_copy(
         update={"weights": (40.0,) * 512, "bias": 10.0, "embedder": service.embedder.model_id}
     )
-    policy = shipped_policy.model_copy(
-        update={
-            "recall": shipped_policy.recall.model_copy(
-                update={"relevance": bar.model_copy(update={"fitted": sure})}
-            )
-        }
-    )
+    policy = _with_fitted(shipped_policy, sure)
     ident = Identity(f"fit{time.time_ns()}", "ann", None, "on", "tr_fit")
     sweets = (await service.create(ident, content="I hate licorice", type="preference")).memory
     question = "Which laptop is good for editing 4K video?"
@@ -155,21 +154,29 @@ async def test_recall_reads_the_likelihood_where_the_users_life_may_be_linked(
         in_code, question
     )
     assert coded.injected == []
-    other = policy.model_copy(
-        update={
-            "recall": policy.recall.model_copy(
-                update={
-                    "relevance": policy.recall.relevance.model_copy(
-                        update={"fitted": sure.model_copy(update={"embedder": "another-model"})}
-                    )
-                }
-            )
-        }
-    )
+    other = _with_fitted(policy, sure.model_copy(update={"embedder": "another-model"}))
     off = await Recaller(service.store, service.embedder, other, service.clock).recall(
         ident, question
     )
     assert [c.fitted for c in off.candidates] == [None]
+
+
+def _fit(scenarios: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "fit",
+            "relevance",
+            str(scenarios),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.long
@@ -197,21 +204,7 @@ def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     out = tmp_path / "fitted.yaml"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "fit",
-            "relevance",
-            str(scenarios),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _fit(scenarios, out)
     assert done.returncode == 0, done.stderr
     assert "2 scenarios, 4 pairs (2 needed)" in done.stdout
     fitted = load_policy(out).recall.relevance.fitted
@@ -223,19 +216,5 @@ def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
         .replace("    forbid: [chess]\n", ""),
         encoding="utf-8",
     )
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "fit",
-            "relevance",
-            str(scenarios),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    refused = _fit(scenarios, out)
     assert refused.returncode == 2 and "both kinds" in refused.stderr

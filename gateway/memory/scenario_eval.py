@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 import yaml
@@ -35,6 +35,7 @@ from gateway.memory.selection import TOPICAL
 from gateway.storage.store import Store
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios" / "recall.yaml"
+_T = TypeVar("_T")
 _MODEL = "gpt-4o-mini"
 
 Ref = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -427,6 +428,49 @@ def summary(outcomes: Sequence[Outcome], pref: PrefEvalResult | None) -> dict[st
 # ----------------------------------------------------------------------------- command
 
 
+def _with_runner(
+    command: str, policy: Policy, count: int, work: Callable[[Runner], Awaitable[_T]]
+) -> tuple[int, _T | None]:
+    """``work`` done by a scenario ``Runner`` on a throwaway embedded Redis with the local
+    embedder (what `memgate bench scenarios` and `memgate fit relevance` run on): (0, its
+    result), or (1, None) with the reason in one line on stderr when Redis does not start
+    or fails on the way."""
+    import asyncio
+    import sys
+    import tempfile
+
+    from gateway.memory.embed import LocalEmbedder
+    from gateway.memory.tokens import prepare_cache
+    from gateway.storage import RedisError
+    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
+
+    async def job(url: str) -> _T:
+        store = Store(url)
+        try:
+            runner = Runner(store, LocalEmbedder(), policy)
+            await runner.ready()
+            print(f"running {count} scenarios", file=sys.stderr, flush=True)
+            return await work(runner)
+        finally:
+            await store.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="memgate-scenarios-") as tmp:
+        prepare_cache(Path(tmp) / "tiktoken")
+        server = EmbeddedRedis(Path(tmp) / "redis")
+        try:
+            url = server.start()
+        except EmbeddedRedisError as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return 1, None
+        try:
+            return 0, asyncio.run(job(url))
+        except (RedisError, OSError) as exc:
+            print(f"{command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1, None
+        finally:
+            server.stop()
+
+
 def run_scenario_bench(
     *,
     scenarios: str | None = None,
@@ -436,15 +480,10 @@ def run_scenario_bench(
 ) -> int:
     """`memgate bench scenarios`: a throwaway embedded Redis, the local embedder and the
     default (or ``MEMGATE_POLICY``) policy; prints the report, 0 on success."""
-    import asyncio
     import os
     import sys
-    import tempfile
 
-    from gateway.memory.embed import LocalEmbedder
     from gateway.memory.policy import PolicyError, load_policy
-    from gateway.memory.tokens import prepare_cache
-    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 
     try:
         policy = load_policy(os.environ.get("MEMGATE_POLICY") or None)
@@ -460,33 +499,18 @@ def run_scenario_bench(
         if not rows:
             note = "no data (pass --prefeval DIR: PrefEval's explicit_preference folder)"
 
-    async def job(url: str) -> tuple[list[Outcome], PrefEvalResult | None]:
-        store = Store(url)
-        try:
-            runner = Runner(store, LocalEmbedder(), policy)
-            await runner.ready()
-            print(f"running {len(chosen)} scenarios", file=sys.stderr, flush=True)
-            outcomes = await runner.run_all(chosen)
-            pref = None
-            if rows:
-                print(f"PrefEval: {len(rows)} preferences", file=sys.stderr, flush=True)
-                pref = await run_prefeval(runner, rows)
-            return outcomes, pref
-        finally:
-            await store.aclose()
+    async def work(runner: Runner) -> tuple[list[Outcome], PrefEvalResult | None]:
+        outcomes = await runner.run_all(chosen)
+        pref = None
+        if rows:
+            print(f"PrefEval: {len(rows)} preferences", file=sys.stderr, flush=True)
+            pref = await run_prefeval(runner, rows)
+        return outcomes, pref
 
-    with tempfile.TemporaryDirectory(prefix="memgate-scenarios-") as tmp:
-        prepare_cache(Path(tmp) / "tiktoken")
-        server = EmbeddedRedis(Path(tmp) / "redis")
-        try:
-            url = server.start()
-        except EmbeddedRedisError as exc:
-            print(f"memgate bench scenarios: {exc}", file=sys.stderr)
-            return 1
-        try:
-            outcomes, pref = asyncio.run(job(url))
-        finally:
-            server.stop()
+    code, done = _with_runner("memgate bench scenarios", policy, len(chosen), work)
+    if done is None:
+        return code
+    outcomes, pref = done
     print(report(outcomes, pref, note), flush=True)
     if json_out:
         Path(json_out).write_text(json.dumps(summary(outcomes, pref), indent=2) + "\n")
@@ -505,17 +529,12 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
     scenario files, through the product's own write path and recall on a throwaway embedded
     Redis with the local embedder, written to ``out`` as a policy layer (the shipped one
     is ``gateway/policies/fitted.yaml``); 0 on success."""
-    import asyncio
     import os
     import sys
-    import tempfile
 
     from gateway.memory.embed import LocalEmbedder
     from gateway.memory.fitted import fit
     from gateway.memory.policy import PolicyError, load_policy
-    from gateway.memory.tokens import prepare_cache
-    from gateway.storage import RedisError
-    from gateway.storage.redis_server import EmbeddedRedis, EmbeddedRedisError
 
     try:
         policy = load_policy(os.environ.get("MEMGATE_POLICY") or None)
@@ -523,33 +542,12 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
     except (PolicyError, ScenarioError) as exc:
         print(f"memgate fit relevance: {exc}", file=sys.stderr)
         return 2
-    embedder = LocalEmbedder()
-
-    async def job(url: str) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
-        store = Store(url)
-        try:
-            runner = Runner(store, embedder, policy)
-            await runner.ready()
-            print(f"running {len(chosen)} scenarios", file=sys.stderr, flush=True)
-            return await runner.fitting_pairs(chosen)
-        finally:
-            await store.aclose()
-
-    with tempfile.TemporaryDirectory(prefix="memgate-fit-") as tmp:
-        prepare_cache(Path(tmp) / "tiktoken")
-        server = EmbeddedRedis(Path(tmp) / "redis")
-        try:
-            url = server.start()
-        except EmbeddedRedisError as exc:
-            print(f"memgate fit relevance: {exc}", file=sys.stderr)
-            return 1
-        try:
-            queries, memories, needed = asyncio.run(job(url))
-        except (RedisError, OSError) as exc:
-            print(f"memgate fit relevance: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            server.stop()
+    code, pairs = _with_runner(
+        "memgate fit relevance", policy, len(chosen), lambda runner: runner.fitting_pairs(chosen)
+    )
+    if pairs is None:
+        return code
+    queries, memories, needed = pairs
     if not needed:
         print(
             "memgate fit relevance: no memory recall weighed as topical is expected or forbidden",
@@ -565,7 +563,7 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
         "recall": {
             "relevance": {
                 "fitted": {
-                    "embedder": embedder.model_id,
+                    "embedder": LocalEmbedder.model_id,
                     "bias": fitted.bias,
                     "weights": list(fitted.weights),
                 }
