@@ -712,6 +712,19 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Should I use my full name or initials on my CV?", None),
         ("We go veggie on Mondays", None),
         ("我们搬家去宜家买了好多东西", None),
+        # where the user lives said from a farm, with whom, how far from a town, a place of
+        # one's own found, a house sold for a flat, a season before a move; the editor named
+        # by a beginner's IDE or switched to with 换
+        ("We live on a sheep farm just outside Dunedin", "location"),
+        ("I live with my grandparents in Tartu while I study", "location"),
+        ("We're about twenty minutes north of Kelowna, up the lake", "location"),
+        ("Finally got my own place!! Vallila, top floor, tiny balcony", "location"),
+        ("We sold up and bought a bungalow in Tenby", "location"),
+        ("冬天搬滨江去了，离公司近", "location"),
+        ("My sister lives with her husband in Leeds", None),
+        ("Got my first house plant today", None),
+        ("the course has us writing everything in Thonny", "editor"),
+        ("上个月换 Cursor 了，插件都装好了", "editor"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -700,6 +700,13 @@ def test_errors_in_a_list_an_overlay_replaced_name_the_overlay() -> None:
     assert str(info.value) == "overlay.yaml:5: topics[0].reaches[0]: unknown topic 'moon'"
 
 
+def test_a_topic_displaces_only_topics_the_policy_names() -> None:
+    overlay = "topics:\n  - name: travel\n    keywords: [flight]\n    displaces: [moon]\n"
+    with pytest.raises(PolicyError) as info:
+        parse_policy(overlay, "overlay.yaml")
+    assert str(info.value) == "overlay.yaml:4: topics[0].displaces[0]: unknown topic 'moon'"
+
+
 def test_the_repository_example_overlay_is_valid() -> None:
     example = ROOT / "policies" / "example.yaml"
     assert load_policy(example).origin == str(example)

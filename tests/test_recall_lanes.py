@@ -20,7 +20,14 @@ from gateway.memory.identity import Identity
 from gateway.memory.inject import FACTS, STANDING, render
 from gateway.memory.memories import Memories
 from gateway.memory.mine import Proposal, screen
-from gateway.memory.policy import Policy, derive_applies, load_policy, parse_policy, topics_of
+from gateway.memory.policy import (
+    Policy,
+    derive_applies,
+    load_policy,
+    memory_topics,
+    parse_policy,
+    topics_of,
+)
 from gateway.memory.recall import LARGE_USER, Recaller
 from gateway.memory.scenario_eval import Runner, load_scenarios, report, tally
 from gateway.storage.store import Store
@@ -787,6 +794,11 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("How do I get the dishwasher to drain?", "exertion"),
         ("My hard drive backup takes 10 hours", "exertion"),
         ("I have tickets in Jira to close before Friday", "outings"),
+        # a resident assistant, Derby the town, a project's kick-off
+        ("My RA said quiet hours start at 11", "health"),
+        ("I'm an RA in the chemistry lab", "health"),
+        ("I grew up in Derby", "sports"),
+        ("Set up the project kick-off for Monday", "sports"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1076,6 +1088,22 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert not {"grown_child"} & (
         policy.topics_reaching(["family"]) | policy.topics_reaching(["outings"])
     )
+    # a child's school year meets a request about the child or the family, not every trip,
+    # day out or bag to pack that a young child's age matters to
+    assert "child_school" in policy.topics_reaching(["child"]) & policy.topics_reaching(["family"])
+    assert "child" in policy.topics_reaching(["outings"]) & policy.topics_reaching(["packing"])
+    assert not {"child_school"} & (
+        policy.topics_reaching(["outings"])
+        | policy.topics_reaching(["packing"])
+        | policy.topics_reaching(["travel"])
+        | policy.topics_reaching(["lodging"])
+    )
+    # where the user lives matters to a mortgage or a tax return, not to what compound
+    # interest or an ETF is
+    assert "place" not in policy.topics_reaching(["money"])
+    assert "place" in topics_of("how does a mortgage offset account work vs overpaying?", policy)
+    assert "place" in topics_of("帮我算一下今年个税能退多少", policy)
+    assert "place" not in topics_of("Explain compound interest with a simple example", policy)
 
 
 @pytest.mark.parametrize(
@@ -1330,8 +1358,25 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("双胞胎三个月大了", "child", "coding"),
         ("没车，出门都是高铁地铁", "transport", "coding"),
         ("I have asthma and I'm allergic to dogs", "health", "coding"),
+        # a hand condition and what is held in the hand; frostbite; a salty sweater and an
+        # electrolyte plan; a derby on a screen; an interview to give; a pet while away; a
+        # wind forecast on the water; the new parents' group is no one's parents
+        ("RA in both hands, mornings are the worst", "health", "coding"),
+        ("RA in my hands, mornings are the worst", "handedness", "coding"),
+        ("左脚小拇趾冻伤过，冬天穿薄鞋就疼", "health", "coding"),
+        ("I'm a heavy salty sweater, cramps after two hours", "fitness", "coding"),
+        ("gels or salt caps for a hot marathon?", "fitness", "coding"),
+        ("周末德比战，哪里看球气氛好？", "sports", "coding"),
+        ("下周电台约我做个访谈，怎么准备？", "speaking", "coding"),
+        ("Going away for ten days, cattery or a cat sitter?", "pets", "coding"),
+        ("出国两周，猫寄养还是找人上门喂？", "pets", "coding"),
+        ("Force 5 gusting 6 on Saturday, too much for a day sail?", "boats", "coding"),
+        ("write a hello for the new parents group chat", "child", "parent"),
+        ("We get frost into June up here", "garden", "coding"),
+        ("十月要跑一个一百公里越野，累计爬升三千米", "fitness", "coding"),
         # grown children away at university or at work are not the family's children
         ("女儿在外地读大学", "grown_child", "child"),
+        ("My son studies law in Coimbra", "grown_child", "child"),
         ("daughter is doing her PhD in Leeds", "grown_child", "child"),
         ("儿子在加拿大工作", "grown_child", "child"),
         ("女儿在读初二", "child", "grown_child"),
@@ -1878,6 +1923,57 @@ def test_how_answers_sound_and_how_long_they_are_are_standing_wishes(
             json={"content": text, "type": type_},
         )
         assert resp.status_code == 422 and "one_time" in resp.text, resp.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我女儿在读高三。",
+        "儿子物理一直拖后腿，也就七十来分",
+        "闺女在学古筝，考了六级。",
+        "My son is in Year 11 and dreading his GCSEs",
+        "My daughter's grades in maths keep slipping",
+    ],
+)
+def test_a_childs_school_year_is_not_a_young_childs_age(policy: Policy, text: str) -> None:
+    """A memory of a child's school year, exams or lessons is about the child's schooling
+    (``child_school`` displaces ``child``), so the trips and days out a young child's age
+    matters to do not reach it; a request saying the same keeps both topics, so it meets
+    what the user said of the child."""
+    held = memory_topics(text, policy, "profile", None)
+    assert "child_school" in held and "child" not in held, held
+    assert {"child", "child_school"} <= set(topics_of(text, policy))
+
+
+def test_a_young_childs_age_stays_a_childs(policy: Policy) -> None:
+    for text in (
+        "我们家老大上小学三年级，老二刚上幼儿园小班。",
+        "kids are 6 and 10",
+        "我女儿乳糖不耐受",
+    ):
+        held = memory_topics(text, policy, "profile", None)
+        assert "child" in held and "child_school" not in held, (text, held)
+
+
+def test_a_childs_school_year_meets_the_child_not_a_trip(gateway: Gateway) -> None:
+    me = User(gateway)
+    exams = me.remember("我女儿在读高三，明年高考", type="profile")
+    toddler = me.remember("My son is 2 and still in nappies", type="profile")
+    packing = ask(me, "下个月去云南玩七天，帮我列个行李清单")
+    assert me.injected(packing) == [toddler]
+    assert exams in me.injected(ask(me, "帮我给女儿挑个高考后的礼物，预算五百"))
+
+
+def test_where_the_user_lives_meets_a_mortgage_not_a_lesson_in_interest(gateway: Gateway) -> None:
+    me = User(gateway)
+    home = me.remember("I live in Manchester, UK", type="profile")
+    assert me.injected(
+        ask(me, "how does a mortgage offset account work? worth it vs overpaying?")
+    ) == [home]
+    assert me.injected(ask(me, "how do index funds actually work?")) == []
+    flat = me.remember("我家在河西区，离单位不远", type="profile")
+    assert me.injected(ask(me, "通货膨胀到底是啥意思？跟我存在银行的钱有啥关系")) == []
+    assert flat in me.injected(ask(me, "今年个税汇算要注意点啥？"))
 
 
 def test_a_topical_memory_reaches_a_request_it_shares_no_words_with(gateway: Gateway) -> None:

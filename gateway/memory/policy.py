@@ -482,6 +482,10 @@ class TopicSpec(_Model):
     # requests of these topics are about a memory of this one too (a health condition
     # matters to a workout plan)
     reaches: tuple[Name, ...] = ()
+    # a memory about this topic is not about these, though its words say them too: a
+    # child's school year is the child's, but it matters to a request about the child or the
+    # family, not to every day out a young child's age matters to. Requests keep both.
+    displaces: tuple[Name, ...] = ()
     # a memory in one of these slots is about this topic whatever its words ("我在字节跳动做
     # 推荐算法" is about work although it names no job word)
     slots: tuple[Name, ...] = ()
@@ -1289,6 +1293,11 @@ class Policy(_Model):
         return frozenset(t.name for t in self.topics if t.others)
 
     @cached_property
+    def displacing_topics(self) -> tuple[TopicSpec, ...]:
+        """Topics whose memories hold no topic they displace (``TopicSpec.displaces``)."""
+        return tuple(t for t in self.topics if t.displaces)
+
+    @cached_property
     def request_keyword_topics(self) -> tuple[TopicSpec, ...]:
         """Topics a memory does not hold by their keywords (``keywords_for_requests``)."""
         return tuple(t for t in self.topics if t.keywords_for_requests)
@@ -1745,7 +1754,7 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
 def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
     """A memory's topics: those of its words its type may hold (and its slot, if it limits
     them, ``SlotSpec.topics``), those naming its slot and those its type always holds, in
-    policy order."""
+    policy order. Not those another of its topics displaces (``TopicSpec.displaces``)."""
     found = set(topics_of(text, policy, memory_type))
     if found and policy.request_keyword_topics:
         folded = normalize(text)
@@ -1756,6 +1765,7 @@ def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None)
             if t.name in found
             and not t.matches_beyond_keywords(folded, hinted=False, lowered=lowered)
         }
+    found -= {d for t in policy.displacing_topics if t.name in found for d in t.displaces}
     spec = next((s for s in policy.slots if s.name == slot), None) if slot else None
     if spec is not None and spec.topics is not None:
         found &= set(spec.topics)
@@ -2365,9 +2375,10 @@ def _check_topics(policy: Policy) -> Iterator[tuple[Loc, str]]:
                 yield ("topics", i, "keywords", j), f"keyword {keyword!r} is listed twice"
             listed.add(keyword.lower())
         names = {t.name for t in policy.topics}
-        for j, other in enumerate(topic.reaches):
-            if other not in names:
-                yield ("topics", i, "reaches", j), f"unknown topic {other!r}"
+        for key in ("reaches", "displaces"):
+            for j, other in enumerate(getattr(topic, key)):
+                if other not in names:
+                    yield ("topics", i, key, j), f"unknown topic {other!r}"
         for key in ("types", "held_by"):
             for j, type_name in enumerate(getattr(topic, key)):
                 if type_name not in policy.types:
