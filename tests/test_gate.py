@@ -725,6 +725,15 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Got my first house plant today", None),
         ("the course has us writing everything in Thonny", "editor"),
         ("上个月换 Cursor 了，插件都装好了", "editor"),
+        # a short name set against the long one; the family moved to a named place; a
+        # move, then a home bought near work (a company named after the move)
+        ("Jo from now on please, Josephine is what my gran calls me", "name"),
+        ("Alex is fine, no need for Alexander", "name"),
+        ("Monday works, not Tuesday", None),
+        ("Python is fine, not Perl", "programming_language"),
+        ("We moved the whole family up to Inverness last spring", "location"),
+        ("搬家了，现在在河西买了房，离公司近多了", "location"),
+        ("公司搬家了，现在在望京", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

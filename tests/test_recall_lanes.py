@@ -1374,6 +1374,12 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("write a hello for the new parents group chat", "child", "parent"),
         ("We get frost into June up here", "garden", "coding"),
         ("十月要跑一个一百公里越野，累计爬升三千米", "fitness", "coding"),
+        # a child by a doubled name and an age, not a pet's; someone else's autism; a
+        # freezing night for the garden
+        ("乐乐今年五岁，最爱恐龙", "child", "pets"),
+        ("豆豆三岁了，是只泰迪", "pets", "child"),
+        ("Our son is autistic and hates loud places", "health", "coding"),
+        ("Freeze warning tonight, anything I should cover?", "garden", "coding"),
         # grown children away at university or at work are not the family's children
         ("女儿在外地读大学", "grown_child", "child"),
         ("My son studies law in Coimbra", "grown_child", "child"),
