@@ -1380,6 +1380,18 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("豆豆三岁了，是只泰迪", "pets", "child"),
         ("Our son is autistic and hates loud places", "health", "coding"),
         ("Freeze warning tonight, anything I should cover?", "garden", "coding"),
+        # a parrot's breed, a pigeon loft, a horse's shoes; teenagers and baby things; a shop
+        # of one's own; a flat's stairs; a nursing degree; an exhibit; time on the bike
+        ("Our African grey screams whenever we leave the room", "pets", "coding"),
+        ("赛鸽出笼前要注意啥？", "pets", "coding"),
+        ("How often should the farrier come out?", "livestock", "coding"),
+        ("I've got two teenage girls who live on their phones", "child", "coding"),
+        ("双十一想囤点母婴用品", "child", "coding"),
+        ("Saving to open my own bakery in two years", "business", "coding"),
+        ("Is a fourth-floor walk-up a bad idea long term?", "where_to_live", "coding"),
+        ("Second year of nursing school, clinicals start in May", "study", "coding"),
+        ("参展作品要不要配中英文说明牌？", "arts", "coding"),
+        ("How do I get faster on the bike before the triathlon?", "fitness", "coding"),
         # grown children away at university or at work are not the family's children
         ("女儿在外地读大学", "grown_child", "child"),
         ("My son studies law in Coimbra", "grown_child", "child"),
