@@ -734,6 +734,9 @@ def test_time_comes_only_from_the_argument() -> None:
         ("We moved the whole family up to Inverness last spring", "location"),
         ("搬家了，现在在河西买了房，离公司近多了", "location"),
         ("公司搬家了，现在在望京", None),
+        # a lease signed, where follows; not a lease signed on a day
+        ("Signed the lease - Kallio, two minutes from the tram", "location"),
+        ("We signed the lease on Friday", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -316,6 +316,10 @@ HEARING_BARE = [
         ("我用的是尼康 D750，配一支 24-120", "camera"),
         ("D750 已经出掉了，换成了富士 X-T5，镜头是 16-80", "camera"),
         ("My body is a Sony A7 IV and my widest lens is a 20mm f/1.8.", "camera"),
+        # the audio workstation, and a move to Reaper (a word otherwise); not a producer's
+        ("I mix everything in Logic Pro", "daw"),
+        ("switched over to Reaper in the spring, way lighter", "daw"),
+        ("My producer only uses Ableton", None),
         ("我在杭州读研，住在学校附近", "location"),
         ("Traded the Ranger in - I've got a 2022 RAV4 hybrid now.", "car"),
         ("Sold the Yaris! Now driving a used Tesla Model 3.", "car"),
@@ -1392,6 +1396,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Second year of nursing school, clinicals start in May", "study", "coding"),
         ("参展作品要不要配中英文说明牌？", "arts", "coding"),
         ("How do I get faster on the bike before the triathlon?", "fitness", "coding"),
+        # a stitch on a run, a surf lesson, a yoga flow, classic skiing; a zither and a mixing
+        # trick; a dachshund called by its breed; riding in the cold
+        ("一跑快了就岔气怎么办", "fitness", "coding"),
+        ("booked my first surf lesson for Sunday", "fitness", "coding"),
+        ("Plan a 30 minute yoga flow for stiff hips", "fitness", "coding"),
+        ("My guzheng keeps drifting out of tune", "music", "coding"),
+        ("how do I sidechain the music bed under a voiceover?", "music", "coding"),
+        ("我家腊肠犬腰不好，能爬楼梯吗", "pets", "food"),
+        ("Is it safe to ride on black ice with studded tyres?", "transport", "coding"),
         # grown children away at university or at work are not the family's children
         ("女儿在外地读大学", "grown_child", "child"),
         ("My son studies law in Coimbra", "grown_child", "child"),
