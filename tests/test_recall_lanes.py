@@ -1976,6 +1976,21 @@ def test_a_childs_school_year_is_not_a_young_childs_age(policy: Policy, text: st
     assert {"child", "child_school"} <= set(topics_of(text, policy))
 
 
+def test_what_the_users_shop_sells_is_its_trade_not_their_eating(policy: Policy) -> None:
+    """A memory of what the user's shop or kitchen sells is about the business, not the
+    user's own food (a child's snacks, tonight's dinner); a request about the shop's menu
+    says both, so it still meets the memory."""
+    for text in (
+        "店里主打红烧牛肉面，汤是自己熬的",
+        "My bakery sells mostly sourdough and cardamom buns",
+    ):
+        held = memory_topics(text, policy, "profile", None)
+        assert "business" in held and "food" not in held, (text, held)
+    asked = topics_of("店里想加一道新菜，帮我想想", policy)
+    assert {"business", "food"} <= set(asked), asked
+    assert "food" in memory_topics("I'm vegetarian", policy, "profile", None)
+
+
 def test_a_young_childs_age_stays_a_childs(policy: Policy) -> None:
     for text in (
         "我们家老大上小学三年级，老二刚上幼儿园小班。",
