@@ -1382,6 +1382,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # freezing night for the garden
         ("乐乐今年五岁，最爱恐龙", "child", "pets"),
         ("豆豆三岁了，是只泰迪", "pets", "child"),
+        ("小宇今年八岁，刚上二年级", "child", "pets"),
+        ("糖糖两岁半，最爱看小动物", "child", "pets"),
+        ("小白三岁了，是只萨摩耶", "pets", "child"),
+        ("俺儿在部队当兵，过年回不来", "grown_child", "child"),
+        ("I have an L5-S1 disc bulge, no deadlifts", "mobility", "coding"),
+        ("sickle cell trait, so I get checked before big climbs", "health", "coding"),
+        ("在野狐上打到了2段，官子还是弱", "games", "coding"),
+        ("我那辆雅迪电瓶车续航越来越短", "vehicles", "coding"),
+        ("Studio Ghibli is my comfort watch", "screen", "coding"),
         ("Our son is autistic and hates loud places", "health", "coding"),
         ("Freeze warning tonight, anything I should cover?", "garden", "coding"),
         # a parrot's breed, a pigeon loft, a horse's shoes; teenagers and baby things; a shop
