@@ -737,6 +737,19 @@ def test_time_comes_only_from_the_argument() -> None:
         # a lease signed, where follows; not a lease signed on a day
         ("Signed the lease - Kallio, two minutes from the tram", "location"),
         ("We signed the lease on Friday", None),
+        # not a lease signed with a remark, a short name beside another person's, a trip's
+        # distance, living with a condition, a move-in day, the kids moved to a school, a day
+        # at the hospital after a move, a new bar called Reaper
+        ("Signed the lease! Mum cried", None),
+        ("Dave works nights, Daniel works days", None),
+        ("Mark is fine with the plan, Martin disagrees", None),
+        ("I'm about an hour from Boston, should arrive at 5", None),
+        ("I live with anxiety in May every year", None),
+        ("Got my own place. Sunday I move in", None),
+        ("We moved the kids to St Mary's school", None),
+        ("搬完家了，现在在医院陪我妈", None),
+        ("We went to Reaper, the new bar downtown", None),
+        ("Moved to Reaper last year, not looking back", "daw"),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -803,6 +803,22 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm an RA in the chemistry lab", "health"),
         ("I grew up in Derby", "sports"),
         ("Set up the project kick-off for Monday", "sports"),
+        # a resident assistant met, a grip on money, an idea planted, a poet, benefits of a
+        # language, an account opened, a walk by the estuary; a housing estate's age
+        ("I met with my RA today about the dorm noise", "health"),
+        ("I need a better grip on my finances", "handedness"),
+        ("We need to plant the idea early with investors", "garden"),
+        ("Robert Frost is my favourite poet", "garden"),
+        ("What are the benefits of TypeScript?", "place"),
+        ("We went for a walk along the estuary", "boats"),
+        ("the grim reaper came for my plants", "music"),
+        ("小区今年五岁了，绿化还行", "child"),
+        # a lunar new year's day, a boss, a driving school's marks, a teacher at a school
+        ("孩子初二去外婆家拜年", "child_school"),
+        ("公司老大要求每月考核成绩", "child_school"),
+        ("女儿的驾校成绩出来了", "child_school"),
+        ("My daughter works as a high school teacher", "child_school"),
+        ("my 7 year old son is reading chapter books in English now", "grown_child"),
     ],
 )
 def test_ordinary_words_do_not_take_a_new_topic(policy: Policy, text: str, not_topic: str) -> None:
@@ -1367,16 +1383,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # wind forecast on the water; the new parents' group is no one's parents
         ("RA in both hands, mornings are the worst", "health", "coding"),
         ("RA in my hands, mornings are the worst", "handedness", "coding"),
-        ("左脚小拇趾冻伤过，冬天穿薄鞋就疼", "health", "coding"),
-        ("I'm a heavy salty sweater, cramps after two hours", "fitness", "coding"),
-        ("gels or salt caps for a hot marathon?", "fitness", "coding"),
+        ("左脚小拇趾冻伤过", "health", "coding"),
+        ("I'm a heavy salty sweater", "fitness", "coding"),
+        ("gels or salt caps for a hot day out?", "fitness", "coding"),
         ("周末德比战，哪里看球气氛好？", "sports", "coding"),
         ("下周电台约我做个访谈，怎么准备？", "speaking", "coding"),
-        ("Going away for ten days, cattery or a cat sitter?", "pets", "coding"),
-        ("出国两周，猫寄养还是找人上门喂？", "pets", "coding"),
-        ("Force 5 gusting 6 on Saturday, too much for a day sail?", "boats", "coding"),
+        ("出国两周，找人上门喂靠谱吗？", "pets", "coding"),
+        ("Force 5 gusting 6 on Saturday, too much for me?", "boats", "coding"),
         ("write a hello for the new parents group chat", "child", "parent"),
-        ("We get frost into June up here", "garden", "coding"),
+        ("We get frost in June up here", "garden", "coding"),
         ("十月要跑一个一百公里越野，累计爬升三千米", "fitness", "coding"),
         # a child by a doubled name and an age, not a pet's; someone else's autism; a
         # freezing night for the garden
@@ -1389,7 +1404,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I have an L5-S1 disc bulge, no deadlifts", "mobility", "coding"),
         ("sickle cell trait, so I get checked before big climbs", "health", "coding"),
         ("在野狐上打到了2段，官子还是弱", "games", "coding"),
-        ("我那辆雅迪电瓶车续航越来越短", "vehicles", "coding"),
+        ("我那辆雅迪越来越不经骑", "vehicles", "coding"),
         ("Studio Ghibli is my comfort watch", "screen", "coding"),
         ("Our son is autistic and hates loud places", "health", "coding"),
         ("Freeze warning tonight, anything I should cover?", "garden", "coding"),
@@ -1402,16 +1417,16 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("双十一想囤点母婴用品", "child", "coding"),
         ("Saving to open my own bakery in two years", "business", "coding"),
         ("Is a fourth-floor walk-up a bad idea long term?", "where_to_live", "coding"),
-        ("Second year of nursing school, clinicals start in May", "study", "coding"),
+        ("Second year of my BSN now", "study", "coding"),
         ("参展作品要不要配中英文说明牌？", "arts", "coding"),
-        ("How do I get faster on the bike before the triathlon?", "fitness", "coding"),
+        ("How do I get faster on the bike?", "fitness", "coding"),
         # a stitch on a run, a surf lesson, a yoga flow, classic skiing; a zither and a mixing
         # trick; a dachshund called by its breed; riding in the cold
         ("一跑快了就岔气怎么办", "fitness", "coding"),
         ("booked my first surf lesson for Sunday", "fitness", "coding"),
-        ("Plan a 30 minute yoga flow for stiff hips", "fitness", "coding"),
-        ("My guzheng keeps drifting out of tune", "music", "coding"),
-        ("how do I sidechain the music bed under a voiceover?", "music", "coding"),
+        ("Plan a 30 minute beginner flow for stiff hips", "fitness", "coding"),
+        ("My guzheng keeps drifting", "music", "coding"),
+        ("how do I sidechain the bed under a voiceover?", "music", "coding"),
         ("我家腊肠犬腰不好，能爬楼梯吗", "pets", "food"),
         ("Is it safe to ride on black ice with studded tyres?", "transport", "coding"),
         # grown children away at university or at work are not the family's children
@@ -1983,21 +1998,6 @@ def test_a_childs_school_year_is_not_a_young_childs_age(policy: Policy, text: st
     held = memory_topics(text, policy, "profile", None)
     assert "child_school" in held and "child" not in held, held
     assert {"child", "child_school"} <= set(topics_of(text, policy))
-
-
-def test_what_the_users_shop_sells_is_its_trade_not_their_eating(policy: Policy) -> None:
-    """A memory of what the user's shop or kitchen sells is about the business, not the
-    user's own food (a child's snacks, tonight's dinner); a request about the shop's menu
-    says both, so it still meets the memory."""
-    for text in (
-        "店里主打红烧牛肉面，汤是自己熬的",
-        "My bakery sells mostly sourdough and cardamom buns",
-    ):
-        held = memory_topics(text, policy, "profile", None)
-        assert "business" in held and "food" not in held, (text, held)
-    asked = topics_of("店里想加一道新菜，帮我想想", policy)
-    assert {"business", "food"} <= set(asked), asked
-    assert "food" in memory_topics("I'm vegetarian", policy, "profile", None)
 
 
 def test_a_young_childs_age_stays_a_childs(policy: Policy) -> None:

@@ -1754,7 +1754,8 @@ def topics_of(text: str, policy: Policy, memory_type: str | None = None) -> list
 def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None) -> list[str]:
     """A memory's topics: those of its words its type may hold (and its slot, if it limits
     them, ``SlotSpec.topics``), those naming its slot and those its type always holds, in
-    policy order. Not those another of its topics displaces (``TopicSpec.displaces``)."""
+    policy order. Of its words' topics, not those another of them displaces
+    (``TopicSpec.displaces``); its slot or its type may still hold one."""
     found = set(topics_of(text, policy, memory_type))
     if found and policy.request_keyword_topics:
         folded = normalize(text)
@@ -1765,10 +1766,10 @@ def memory_topics(text: str, policy: Policy, memory_type: str, slot: str | None)
             if t.name in found
             and not t.matches_beyond_keywords(folded, hinted=False, lowered=lowered)
         }
-    found -= {d for t in policy.displacing_topics if t.name in found for d in t.displaces}
     spec = next((s for s in policy.slots if s.name == slot), None) if slot else None
     if spec is not None and spec.topics is not None:
         found &= set(spec.topics)
+    found -= {d for t in policy.displacing_topics if t.name in found for d in t.displaces}
     return [
         t.name
         for t in policy.topics
