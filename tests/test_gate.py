@@ -732,7 +732,7 @@ def test_time_comes_only_from_the_argument() -> None:
         ("Monday works, not Tuesday", None),
         ("Python is fine, not Perl", "programming_language"),
         ("We moved the whole family up to Inverness last spring", "location"),
-        ("搬家了，现在在河西买了房，离公司近多了", "location"),
+        ("搬家了，现在在河东买了套小房子，走路到公司十分钟", "location"),
         ("公司搬家了，现在在望京", None),
         # a lease signed, where follows; not a lease signed on a day
         ("Signed the lease - Kallio, two minutes from the tram", "location"),

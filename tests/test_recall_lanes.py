@@ -1123,7 +1123,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
     assert "place" not in policy.topics_reaching(["money"])
     assert "place" in topics_of("how does a mortgage offset account work vs overpaying?", policy)
     assert "place" in topics_of("帮我算一下今年个税能退多少", policy)
-    assert "place" not in topics_of("Explain compound interest with a simple example", policy)
+    assert "place" not in topics_of("what does compound interest mean in practice?", policy)
 
 
 @pytest.mark.parametrize(
@@ -1384,15 +1384,15 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("RA in both hands, mornings are the worst", "health", "coding"),
         ("RA in my hands, mornings are the worst", "handedness", "coding"),
         ("左脚小拇趾冻伤过", "health", "coding"),
-        ("I'm a heavy salty sweater", "fitness", "coding"),
+        ("I sweat a lot and get salt marks on my cap", "fitness", "coding"),
         ("gels or salt caps for a hot day out?", "fitness", "coding"),
         ("周末德比战，哪里看球气氛好？", "sports", "coding"),
         ("下周电台约我做个访谈，怎么准备？", "speaking", "coding"),
         ("出国两周，找人上门喂靠谱吗？", "pets", "coding"),
         ("Force 5 gusting 6 on Saturday, too much for me?", "boats", "coding"),
-        ("write a hello for the new parents group chat", "child", "parent"),
+        ("a welcome note for new parents at the clinic", "child", "parent"),
         ("We get frost in June up here", "garden", "coding"),
-        ("十月要跑一个一百公里越野，累计爬升三千米", "fitness", "coding"),
+        ("想跑一场越野赛，爬升大概两千米", "fitness", "coding"),
         # a child by a doubled name and an age, not a pet's; someone else's autism; a
         # freezing night for the garden
         ("乐乐今年五岁，最爱恐龙", "child", "pets"),
@@ -1400,7 +1400,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("小宇今年八岁，刚上二年级", "child", "pets"),
         ("糖糖两岁半，最爱看小动物", "child", "pets"),
         ("小白三岁了，是只萨摩耶", "pets", "child"),
-        ("俺儿在部队当兵，过年回不来", "grown_child", "child"),
+        ("俺儿在部队服役，春节回不来", "grown_child", "child"),
         ("I have an L5-S1 disc bulge, no deadlifts", "mobility", "coding"),
         ("sickle cell trait, so I get checked before big climbs", "health", "coding"),
         ("在野狐上打到了2段，官子还是弱", "games", "coding"),
@@ -1419,7 +1419,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is a fourth-floor walk-up a bad idea long term?", "where_to_live", "coding"),
         ("Second year of my BSN now", "study", "coding"),
         ("参展作品要不要配中英文说明牌？", "arts", "coding"),
-        ("How do I get faster on the bike?", "fitness", "coding"),
+        ("Tips to climb better on the bike?", "fitness", "coding"),
         # a stitch on a run, a surf lesson, a yoga flow, classic skiing; a zither and a mixing
         # trick; a dachshund called by its breed; riding in the cold
         ("一跑快了就岔气怎么办", "fitness", "coding"),
@@ -1983,9 +1983,9 @@ def test_how_answers_sound_and_how_long_they_are_are_standing_wishes(
 @pytest.mark.parametrize(
     "text",
     [
-        "我女儿在读高三。",
-        "儿子物理一直拖后腿，也就七十来分",
-        "闺女在学古筝，考了六级。",
+        "女儿今年读高二，成绩中等偏上",
+        "儿子化学总是考不及格",
+        "闺女在学琵琶，下个月考三级",
         "My son is in Year 11 and dreading his GCSEs",
         "My daughter's grades in maths keep slipping",
     ],
@@ -2002,7 +2002,7 @@ def test_a_childs_school_year_is_not_a_young_childs_age(policy: Policy, text: st
 
 def test_a_young_childs_age_stays_a_childs(policy: Policy) -> None:
     for text in (
-        "我们家老大上小学三年级，老二刚上幼儿园小班。",
+        "老大上小学二年级，老二还在上幼儿园",
         "kids are 6 and 10",
         "我女儿乳糖不耐受",
     ):
@@ -2012,11 +2012,11 @@ def test_a_young_childs_age_stays_a_childs(policy: Policy) -> None:
 
 def test_a_childs_school_year_meets_the_child_not_a_trip(gateway: Gateway) -> None:
     me = User(gateway)
-    exams = me.remember("我女儿在读高三，明年高考", type="profile")
+    exams = me.remember("我儿子今年读高二，明年就高三了", type="profile")
     toddler = me.remember("My son is 2 and still in nappies", type="profile")
-    packing = ask(me, "下个月去云南玩七天，帮我列个行李清单")
+    packing = ask(me, "下个月去桂林玩五天，帮我列个行李清单")
     assert me.injected(packing) == [toddler]
-    assert exams in me.injected(ask(me, "帮我给女儿挑个高考后的礼物，预算五百"))
+    assert exams in me.injected(ask(me, "帮我给儿子挑个生日礼物，预算五百"))
 
 
 def test_where_the_user_lives_meets_a_mortgage_not_a_lesson_in_interest(gateway: Gateway) -> None:
@@ -2027,7 +2027,7 @@ def test_where_the_user_lives_meets_a_mortgage_not_a_lesson_in_interest(gateway:
     ) == [home]
     assert me.injected(ask(me, "how do index funds actually work?")) == []
     flat = me.remember("我家在河西区，离单位不远", type="profile")
-    assert me.injected(ask(me, "通货膨胀到底是啥意思？跟我存在银行的钱有啥关系")) == []
+    assert me.injected(ask(me, "CPI 涨了是啥意思？对我的存款有影响吗")) == []
     assert flat in me.injected(ask(me, "今年个税汇算要注意点啥？"))
 
 
