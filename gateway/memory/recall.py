@@ -89,6 +89,13 @@ def works_on_given_text(text: str) -> bool:
     return read_own_words(text)[1]
 
 
+def meaning_text(text: str, own: str) -> str:
+    """What recall embeds for a request: its own words (``own_words``), since a sentence to
+    translate or a story to proofread says nothing of what the user needs from their
+    memories; the whole request when it has none of its own (a bare quote)."""
+    return own if own.strip() else text
+
+
 def read_own_words(text: str) -> tuple[str, bool]:
     """``own_words`` and ``works_on_given_text`` in one pass over the request (recall reads
     both on every request)."""
@@ -437,9 +444,7 @@ class Recaller:
         found: dict[str, np.ndarray] = {}
         try:
             await store.sent()  # before a local embedder holds the loop
-            # the meaning asked about is the request's own: a sentence to translate or a story to
-            # proofread says nothing of what the user needs from their memories
-            vector = await self.embedder.embed_query(own if own.strip() else text)
+            vector = await self.embedder.embed_query(meaning_text(text, own))
             vector_search = asyncio.ensure_future(
                 store.vector_hits(
                     expr,

@@ -30,7 +30,7 @@ from gateway.memory.embed import Embedder
 from gateway.memory.identity import Identity, new_trace_id
 from gateway.memory.memories import Memories
 from gateway.memory.policy import Policy
-from gateway.memory.recall import Recaller, read_own_words
+from gateway.memory.recall import Recaller, meaning_text, own_words
 from gateway.memory.selection import TOPICAL
 from gateway.storage.store import Store
 
@@ -270,8 +270,7 @@ class Runner:
                     continue
                 vectors = await recaller.store.get_embeddings(self.tenant, scenario.id, ids)
                 text = req.message.strip()
-                own = read_own_words(text)[0]
-                query = await recaller.embedder.embed_query(own if own.strip() else text)
+                query = await recaller.embedder.embed_query(meaning_text(text, own_words(text)))
                 for memory_id in ids:
                     if memory_id in vectors:
                         queries.append(query)

@@ -697,7 +697,7 @@ class Store:
         memories = {m.id: m for m in await self._load([r["id"] for r in rows])}
         out: list[Neighbour] = []
         for row in rows:
-            memory = memories.get(row["id"].rsplit(":", 1)[-1])
+            memory = memories.get(_memory_id(row["id"]))
             if memory is not None and (project_id or not memory.project_id):
                 out.append(Neighbour(memory, 1.0 - float(row["vector_distance"])))
         return out
@@ -881,9 +881,7 @@ class Store:
             for row in rows:
                 raw = row[b"extra_attributes"].get(b"embedding")
                 if raw is not None:
-                    # the key's last part is the memory id
-                    key = _s(row[b"id"])
-                    embeddings[key.rsplit(":", 1)[-1]] = np.frombuffer(raw, dtype=np.float32)
+                    embeddings[_memory_id(_s(row[b"id"]))] = np.frombuffer(raw, dtype=np.float32)
         return scores, memories
 
     async def search(
@@ -1221,7 +1219,7 @@ def _memories(keys: list[str], rows: list[Any], fields: list[str]) -> dict[str, 
         # fields per row), so from_hash's per-field type checks are not needed
         raw = {f: v.decode() for f, v in zip(fields, values, strict=True) if v is not None}
         if "content" in raw:
-            raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
+            raw["id"] = _memory_id(key)
             out[key] = Memory.from_fields(raw)
     return out
 
@@ -1243,7 +1241,7 @@ def _found_memories(results: list[dict[bytes, Any]]) -> dict[str, Memory]:
         raw = {f: v.decode() for f, b in _RECALL_BYTES if (v := values.get(b)) is not None}
         if "content" in raw:
             key = _s(row[b"id"])
-            raw["id"] = key.rsplit(":", 1)[-1]  # the key's last part is the memory id
+            raw["id"] = _memory_id(key)
             out[key] = Memory.from_fields(raw)
     return out
 
@@ -1277,6 +1275,11 @@ def _daily_counts(trace: dict[str, Any]) -> dict[str, int]:
             key = f"dropped:{reason}"
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def _memory_id(key: str) -> str:
+    """The memory id a memory's key ends with (``Store._key``)."""
+    return key.rsplit(":", 1)[-1]
 
 
 def _s(value: Any) -> str:
