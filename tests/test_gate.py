@@ -440,6 +440,15 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         # a diet kept for now is a habit being changed
         ("I'm doing low-carb right now, trying to stay under 50g a day", "goal", NOW + 90 * DAY),
         ("Doing keto for two weeks", "goal", NOW + 14 * DAY),
+        # an entrance or civil-service exam is months of work: a year, unless it names a time
+        ("在准备考研，想考本校的软件工程", "goal", NOW + 365 * DAY),
+        (
+            "Getting ready for the civil service exam, two hours every evening",
+            "goal",
+            NOW + 365 * DAY,
+        ),
+        ("考公笔试下个月就考了", "goal", datetime(2025, 5, 1, tzinfo=UTC)),
+        ("考研初试定在 10 月", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to get better at chess", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),

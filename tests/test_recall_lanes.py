@@ -596,6 +596,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # answering in a language, a classmate's English: no language being learnt
+        ("以后都用中文回答我", "language_learning"),
+        ("我同学的英语比我好多了", "language_learning"),
         ("大年初一去拜年", "study"),
         # a menu on a screen, a marketing campaign, a phrase about being annoyed
         ("Excel 里怎么给一列加下拉菜单？", "food"),
@@ -1917,6 +1920,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
             "coding",
         ),
         ("新买的书柜是自己装还是请师傅？", "exertion", "coding"),
+        # a language practised, spending cut
+        ("暑假每天陪女儿练半小时普通话", "language_learning", "coding"),
+        ("How do I cut my spending on takeaways without noticing it?", "budget", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1924,6 +1930,13 @@ def test_everyday_domains_have_topics_of_their_own(
 ) -> None:
     found = topics_of(text, policy)
     assert topic in found and not_topic not in found, found
+
+
+def test_a_budget_request_reaches_what_the_user_saves_for(policy: Policy) -> None:
+    """Cutting one's spending meets a saving goal ("Saving £2,000 for a new oven")."""
+    asked = topics_of("What's a painless way to trim my spending each month?", policy)
+    assert "money" in policy.topics_reaching(asked)
+    assert "money" in memory_topics("Saving £800 for a new bike by autumn", policy, "goal", None)
 
 
 def test_the_message_separates_instructions_from_data() -> None:

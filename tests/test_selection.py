@@ -102,6 +102,35 @@ def test_a_third_topical_memory_only_when_it_ranks_close_to_the_best(spec: Recal
     assert far[2].reason == "limit"
 
 
+def test_an_allergy_on_the_requests_topic_is_never_crowded_out(spec: RecallSpec) -> None:
+    """Two tastes fill topical.max for a dinner menu; two allergies ranked below them still
+    get their places, uncounted (recall.topical.safety), and a third taste does not. An
+    allergy sharing no topic with the request counts as any memory does."""
+    assert "allergy" in spec.topical.safety
+    tastes = [topical(f"likes dish {i}", 0.6 - i / 10, topics=["food"]) for i in range(3)]
+    allergies = [
+        topical(text, 0.2, topics=["food", "allergy"])
+        for text in ("对花生过敏", "I'm allergic to sesame as well")
+    ]
+    for cand in [*tastes, *allergies]:
+        cand.topics = ("food",)
+    chosen = select([*tastes, *allergies], spec, "gpt-4o-mini")
+    assert [m.content for m in chosen.injected] == [
+        "likes dish 0",
+        "likes dish 1",
+        "对花生过敏",
+        "I'm allergic to sesame as well",
+    ]
+    assert tastes[2].reason == "limit"
+    # on no topic of the request, an allergy is one more memory past the limit
+    unshared = topical("Allergic to penicillin", 0.2, topics=["allergy"])
+    tastes = [topical(f"likes dish {i}", 0.6 - i / 10, topics=["food"]) for i in range(2)]
+    for cand in tastes:
+        cand.topics = ("food",)
+    select([*tastes, unshared], spec, "gpt-4o-mini")
+    assert unshared.reason == "limit"
+
+
 def test_the_token_budget_leaves_out_what_does_not_fit(spec: RecallSpec) -> None:
     long = topical("I am allergic to peanuts " * 20, 0.9)
     short = topical("I have a cat named Mochi", 0.8)
@@ -412,13 +441,38 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
         ("帮我把字号改小一点", set()),  # ends a word with the character before it
         ("小朋友喜欢刷小红书吗", set()),  # begins a longer word
         ("小二和小三", set()),  # numerals
+        # a capitalised word in a Chinese sentence is a name wherever it stands
+        ("Pepper 最近不太爱吃东西", {"pepper"}),
+        ("周末想带Biscuit去海边", {"biscuit"}),
     ],
 )
 def test_chinese_nicknames_are_names(text: str, found: set[str]) -> None:
-    """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person."""
+    """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person,
+    and so does a capitalised word in a Chinese sentence, where nothing else is written so."""
     from gateway.memory.textsearch import name_words
 
     assert name_words(text).inside == found
+
+
+def test_a_pets_name_in_a_chinese_request_links_what_is_said_of_it(policy: Policy) -> None:
+    """ "Biscuit 最近走路有点瘸" names the dog that "Biscuit is our old spaniel" is about,
+    though each opens its sentence with the name; an English request opening with it
+    does not say as much ("Write" and "Help" open requests too)."""
+    from gateway.memory.textsearch import name_words
+
+    dog = topical("Biscuit is our old spaniel, eleven this spring.", 0.3, vector=0.05)
+    dog.memory.topics = ["pets"]
+    dog.off_topic, dog.text = True, 1.0
+    words = frozenset({"biscuit"})
+    asked = name_words("Biscuit 最近走路有点瘸，怎么办？")
+    assert first_failure(dog, policy, LIFE, NOW, words, asked.inside) is None
+    assert dog.shared_name
+    dog.shared_name = False
+    english = name_words("Biscuit keeps limping, what should I do?")
+    assert english.inside == frozenset()
+    assert (
+        first_failure(dog, policy, LIFE, NOW, words, english.inside, english.opening) == "threshold"
+    )
 
 
 def test_a_nickname_both_write_links_a_memory_to_the_request(policy: Policy) -> None:
@@ -612,6 +666,12 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert first_failure(allergy(None), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below - 0.01), policy, LIFE, NOW, menu) == "threshold"
+    # ... but not a memory of a topic the request must not miss (recall.topical.safety): an
+    # allergy read as one is what a shared food topic is there for, however unlikely the fit
+    assert "allergy" in policy.recall.topical.safety
+    read = allergy(fitted.drop_below - 0.01)
+    read.memory.topics = ["food", "allergy"]
+    assert first_failure(read, policy, LIFE, NOW, menu) is None
     # a narrow topic shared (a pacemaker and airport security) or a slot's links stand
     pacer = topical("I've had a pacemaker since 2021", 0.1, vector=0.0)
     pacer.topics, pacer.fitted = ("implants",), 0.01

@@ -1084,6 +1084,11 @@ class TopicalLaneSpec(LaneSpec):
     # ... or within ``fresh_within`` when the memory brings a topic of the request that none
     # of those taken so far shares: another side of the request, not a second memory of one
     fresh_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    # A memory of one of these topics sharing a topic with the request is what the request
+    # must not miss (an allergy for a dinner menu): the fitted relevance never drops it, and
+    # it is taken past ``max`` without counting towards it (``max_memories`` and the token
+    # budget still hold). Names the policy has no topic of are passed over.
+    safety: frozenset[Name] = frozenset()
 
 
 class TypicalitySpec(_Model):

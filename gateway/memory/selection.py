@@ -234,11 +234,14 @@ def relevant(
         # ... and one they make unlikely is not, but for a memory in a slot, which says where
         # the user lives, works or what they use, and whose slot's topic is the link (the
         # weather "here", format-on-save in an editor), and one sharing a narrow topic with
-        # the request (a pacemaker and airport security): only a broad one says little
+        # the request (a pacemaker and airport security): only a broad one says little.
+        # Nor one the request must not miss (an allergy where food is shared: the fit reads
+        # its wording, not what it means for a menu)
         if (
             cand.fitted < bar.fitted.drop_below
             and cand.memory.slot is None
             and all(t in bar.fitted.drop_through for t in cand.topics)
+            and not _safety(cand, spec)
         ):
             return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
@@ -277,6 +280,12 @@ def relevant(
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
         return _shared_terms(cand, terms) >= bar.shared_terms
     return False
+
+
+def _safety(cand: Candidate, spec: RecallSpec) -> bool:
+    """Of a topic the request must not miss (``TopicalLaneSpec.safety``), and sharing a
+    topic with the request."""
+    return bool(cand.topics) and not spec.topical.safety.isdisjoint(cand.memory.topics)
 
 
 def _shared(cand: Candidate, terms: frozenset[str]) -> frozenset[str]:
@@ -332,10 +341,15 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
         covered: set[str] = set()
         for cand in group:
             fresh = bool(cand.topics) and not covered.intersection(cand.topics)
-            over = taken >= lane_max and not (
-                lane == TOPICAL
-                and taken < close.close_max
-                and cand.fused >= (fresh_bar if fresh else close_bar)
+            uncounted = lane == TOPICAL and _safety(cand, spec)
+            over = (
+                taken >= lane_max
+                and not uncounted
+                and not (
+                    lane == TOPICAL
+                    and taken < close.close_max
+                    and cand.fused >= (fresh_bar if fresh else close_bar)
+                )
             )
             if over or len(chosen.injected) >= spec.max_memories:
                 cand.reason = "limit"
@@ -346,7 +360,7 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
                 cand.reason = "budget"
                 continue
             used += cost
-            taken += 1
+            taken += 0 if uncounted else 1
             covered.update(cand.topics)
             cand.decision = "injected"
             chosen.injected.append(cand.memory)

@@ -57,6 +57,7 @@ def tokens(text: str) -> list[str]:
 # "Lily's"). Words that are capitalised wherever they stand are no names of the user's world.
 _SENTENCES = re.compile(r"[.!?。！？:：;；\n]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
 _NOT_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april "
     "may june july august september october november december english chinese mandarin "
@@ -163,13 +164,16 @@ def name_words(text: str) -> Names:
         inside = _nicknames(text) | sure
         opening = weak
     for sentence in _SENTENCES.split(text):
+        # Chinese capitalises nothing: a capitalised word in a Chinese sentence is a name
+        # wherever it stands ("Pepper 最近不爱吃饭", "周末带Biscuit去爬山")
+        han = _HAN.search(sentence) is not None
         for i, raw in enumerate(_WORD.findall(sentence)):
             word = raw.removesuffix("'s").removesuffix("’s")
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
                 # someone's, opening a sentence, is someone: "Theo's birthday is coming up"
                 # (not a contraction: "She's", "Let's", "Today's")
                 owned = word != raw and word.lower() not in _NOT_OWNERS
-                (opening if i == 0 and not owned else inside).add(word.lower())
+                (opening if i == 0 and not owned and not han else inside).add(word.lower())
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
 
 
