@@ -440,6 +440,9 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         # a diet kept for now is a habit being changed
         ("I'm doing low-carb right now, trying to stay under 50g a day", "goal", NOW + 90 * DAY),
         ("Doing keto for two weeks", "goal", NOW + 14 * DAY),
+        # a health figure brought down by what one eats is a season's habit
+        ("打算少吃点咸的，把血压控制下来", "goal", NOW + 90 * DAY),
+        ("Working on lowering my cholesterol with more oats and beans", "goal", NOW + 90 * DAY),
         # an entrance or civil-service exam is months of work: a year, unless it names a time
         ("在准备考研，想考本校的软件工程", "goal", NOW + 365 * DAY),
         (

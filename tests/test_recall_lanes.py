@@ -596,6 +596,8 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # furniture moved to a room is no move of home
+        ("帮我想想怎么把旧书桌搬到书房去", "where_to_live"),
         # answering in a language, a classmate's English: no language being learnt
         ("以后都用中文回答我", "language_learning"),
         ("我同学的英语比我好多了", "language_learning"),
@@ -1923,6 +1925,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # a language practised, spending cut
         ("暑假每天陪女儿练半小时普通话", "language_learning", "coding"),
         ("How do I cut my spending on takeaways without noticing it?", "budget", "coding"),
+        # a move of home ahead, a trip up high
+        ("我们后年想举家搬去墨尔本，孩子上学怎么办", "where_to_live", "coding"),
+        ("三月份要去高原徒步，怎么预防高反？", "altitude", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1930,6 +1935,16 @@ def test_everyday_domains_have_topics_of_their_own(
 ) -> None:
     found = topics_of(text, policy)
     assert topic in found and not_topic not in found, found
+
+
+def test_a_trip_reaches_how_the_user_copes_up_high(policy: Policy) -> None:
+    """Altitude sickness once had matters to the next trip, wherever it goes."""
+    had = memory_topics(
+        "Felt awful with altitude sickness on the Inca Trail", policy, "profile", None
+    )
+    assert "altitude" in had
+    asked = topics_of("国庆想出去自驾游五天，帮我排个路线", policy)
+    assert "altitude" in policy.topics_reaching(asked)
 
 
 def test_a_budget_request_reaches_what_the_user_saves_for(policy: Policy) -> None:
