@@ -102,35 +102,6 @@ def test_a_third_topical_memory_only_when_it_ranks_close_to_the_best(spec: Recal
     assert far[2].reason == "limit"
 
 
-def test_an_allergy_on_the_requests_topic_is_never_crowded_out(spec: RecallSpec) -> None:
-    """Two tastes fill topical.max for a dinner menu; two allergies ranked below them still
-    get their places, uncounted (recall.topical.safety), and a third taste does not. An
-    allergy sharing no topic with the request counts as any memory does."""
-    assert "allergy" in spec.topical.safety
-    tastes = [topical(f"likes dish {i}", 0.6 - i / 10, topics=["food"]) for i in range(3)]
-    allergies = [
-        topical(text, 0.2, topics=["food", "allergy"])
-        for text in ("对花生过敏", "I'm allergic to sesame as well")
-    ]
-    for cand in [*tastes, *allergies]:
-        cand.topics = ("food",)
-    chosen = select([*tastes, *allergies], spec, "gpt-4o-mini")
-    assert [m.content for m in chosen.injected] == [
-        "likes dish 0",
-        "likes dish 1",
-        "对花生过敏",
-        "I'm allergic to sesame as well",
-    ]
-    assert tastes[2].reason == "limit"
-    # on no topic of the request, an allergy is one more memory past the limit
-    unshared = topical("Allergic to penicillin", 0.2, topics=["allergy"])
-    tastes = [topical(f"likes dish {i}", 0.6 - i / 10, topics=["food"]) for i in range(2)]
-    for cand in tastes:
-        cand.topics = ("food",)
-    select([*tastes, unshared], spec, "gpt-4o-mini")
-    assert unshared.reason == "limit"
-
-
 def test_the_token_budget_leaves_out_what_does_not_fit(spec: RecallSpec) -> None:
     long = topical("I am allergic to peanuts " * 20, 0.9)
     short = topical("I have a cat named Mochi", 0.8)
@@ -666,9 +637,9 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert first_failure(allergy(None), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below), policy, LIFE, NOW, menu) is None
     assert first_failure(allergy(fitted.drop_below - 0.01), policy, LIFE, NOW, menu) == "threshold"
-    # ... but not a memory of a topic the request must not miss (recall.topical.safety): an
+    # ... but not a memory of a topic kept through it (recall.relevance.fitted.kept): an
     # allergy read as one is what a shared food topic is there for, however unlikely the fit
-    assert "allergy" in policy.recall.topical.safety
+    assert "allergy" in fitted.kept
     read = allergy(fitted.drop_below - 0.01)
     read.memory.topics = ["food", "allergy"]
     assert first_failure(read, policy, LIFE, NOW, menu) is None

@@ -1017,6 +1017,10 @@ class FittedRelevanceSpec(_Model):
     add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
     drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.15
     drop_through: tuple[Name, ...] = ()
+    # ... but a memory of one of these topics sharing a topic with the request is never
+    # dropped by ``drop_below``: an allergy is what a shared food topic is there for, which
+    # one weight a dimension does not read from its wording
+    kept: frozenset[Name] = frozenset()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:
@@ -1084,11 +1088,6 @@ class TopicalLaneSpec(LaneSpec):
     # ... or within ``fresh_within`` when the memory brings a topic of the request that none
     # of those taken so far shares: another side of the request, not a second memory of one
     fresh_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
-    # A memory of one of these topics sharing a topic with the request is what the request
-    # must not miss (an allergy for a dinner menu): the fitted relevance never drops it, and
-    # it is taken past ``max`` without counting towards it (``max_memories`` and the token
-    # budget still hold). Names the policy has no topic of are passed over.
-    safety: frozenset[Name] = frozenset()
 
 
 class TypicalitySpec(_Model):

@@ -241,7 +241,7 @@ def relevant(
             cand.fitted < bar.fitted.drop_below
             and cand.memory.slot is None
             and all(t in bar.fitted.drop_through for t in cand.topics)
-            and not _safety(cand, spec)
+            and not (cand.topics and bar.fitted.kept.intersection(cand.memory.topics))
         ):
             return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
@@ -280,12 +280,6 @@ def relevant(
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
         return _shared_terms(cand, terms) >= bar.shared_terms
     return False
-
-
-def _safety(cand: Candidate, spec: RecallSpec) -> bool:
-    """Of a topic the request must not miss (``TopicalLaneSpec.safety``), and sharing a
-    topic with the request."""
-    return bool(cand.topics) and not spec.topical.safety.isdisjoint(cand.memory.topics)
 
 
 def _shared(cand: Candidate, terms: frozenset[str]) -> frozenset[str]:
@@ -341,15 +335,10 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
         covered: set[str] = set()
         for cand in group:
             fresh = bool(cand.topics) and not covered.intersection(cand.topics)
-            uncounted = lane == TOPICAL and _safety(cand, spec)
-            over = (
-                taken >= lane_max
-                and not uncounted
-                and not (
-                    lane == TOPICAL
-                    and taken < close.close_max
-                    and cand.fused >= (fresh_bar if fresh else close_bar)
-                )
+            over = taken >= lane_max and not (
+                lane == TOPICAL
+                and taken < close.close_max
+                and cand.fused >= (fresh_bar if fresh else close_bar)
             )
             if over or len(chosen.injected) >= spec.max_memories:
                 cand.reason = "limit"
@@ -360,7 +349,7 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
                 cand.reason = "budget"
                 continue
             used += cost
-            taken += 0 if uncounted else 1
+            taken += 1
             covered.update(cand.topics)
             cand.decision = "injected"
             chosen.injected.append(cand.memory)
