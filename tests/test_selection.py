@@ -647,6 +647,11 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     pacer = topical("I've had a pacemaker since 2021", 0.1, vector=0.0)
     pacer.topics, pacer.fitted = ("implants",), 0.01
     assert "implants" not in fitted.drop_through
+    # ... as does a child: the children's ages are what a day out with them needs first
+    ages = topical("Noor is 6 and Sami is 3", 0.1, vector=0.0)
+    ages.topics, ages.fitted = ("child",), 0.01
+    assert "child" not in fitted.drop_through
+    assert first_failure(ages, policy, LIFE, NOW, frozenset({"weekend", "kids"})) is None
     assert first_failure(pacer, policy, LIFE, NOW, frozenset({"airport"})) is None
     home = topical("I live in Leith", 0.1, vector=0.0, slot="location")
     home.topics, home.fitted = ("place",), 0.01
