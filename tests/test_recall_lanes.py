@@ -1928,6 +1928,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # a move of home ahead, a trip up high
         ("我们后年想举家搬去墨尔本，孩子上学怎么办", "where_to_live", "coding"),
         ("三月份要去高原徒步，怎么预防高反？", "altitude", "coding"),
+        # an easy walk and a big clean ask effort of the body; training sessions, a packing
+        # list, food for the road and a dish named 料理
+        ("Plan me an easy walk along the canal for Sunday", "exertion", "coding"),
+        ("周末家里要大扫除，怎么安排效率高", "exertion", "coding"),
+        ("Plan next week's training sessions around my shifts", "fitness", "coding"),
+        ("帮我列个周末野营的打包清单", "packing", "coding"),
+        ("骑行一百公里，路上的补给带什么好", "food", "coding"),
+        ("推荐几道简单的日式家常料理", "food", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1935,6 +1943,15 @@ def test_everyday_domains_have_topics_of_their_own(
 ) -> None:
     found = topics_of(text, policy)
     assert topic in found and not_topic not in found, found
+
+
+def test_effort_reaches_a_pregnancy_and_crustaceans_are_food(policy: Policy) -> None:
+    """A long walk asks effort that a pregnancy bears on; a crustacean allergy meets a
+    restaurant as a shellfish one does."""
+    assert "pregnancy" in policy.topics_reaching(["exertion"])
+    assert "food" in memory_topics(
+        "Allergic to crustaceans since childhood", policy, "profile", None
+    )
 
 
 def test_a_trip_reaches_how_the_user_copes_up_high(policy: Policy) -> None:
