@@ -452,6 +452,11 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         ),
         ("考公笔试下个月就考了", "goal", datetime(2025, 5, 1, tzinfo=UTC)),
         ("考研初试定在 10 月", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
+        # ... not a word that holds those characters, nor a course's own exams
+        ("想多参考编程高手的开源项目", "goal", None),
+        ("在思考公司以后的方向", "goal", None),
+        ("打算在中国考驾照", "goal", None),
+        ("Revising for my master's exams every night", "goal", None),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to get better at chess", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),

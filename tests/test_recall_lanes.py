@@ -601,6 +601,11 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         # answering in a language, a classmate's English: no language being learnt
         ("以后都用中文回答我", "language_learning"),
         ("我同学的英语比我好多了", "language_learning"),
+        ("帮我把体检报告翻译成英文", "language_learning"),
+        ("推荐一本经济学的英文入门书", "language_learning"),
+        ("学生交上来的英语作文帮我批改一下", "language_learning"),
+        # spending less time is no budget
+        ("How do I spend less time on my phone?", "budget"),
         ("大年初一去拜年", "study"),
         # a menu on a screen, a marketing campaign, a phrase about being annoyed
         ("Excel 里怎么给一列加下拉菜单？", "food"),
@@ -2791,6 +2796,17 @@ def test_a_change_names_what_an_older_rule_says_by_a_word_in_common() -> None:
     # one-character words ("用", "a") are in every such rule: they name nothing
     assert not change_names("以后别用表格了，改成分点列表", "回答里不要用表情符号")
     assert not change_names("Switched to plain text instead", "Use bullet points")
+
+
+def test_a_change_about_someone_named_in_chinese_names_no_other_thing_of_theirs(
+    policy: Policy,
+) -> None:
+    """A name written against Chinese is someone, not a thing a change ends: Mia giving up
+    ballet ends nothing of her egg allergy, nor a run given up the flatmate herself."""
+    from gateway.memory.policy import names_a_thing
+
+    assert not names_a_thing("Mia 不去上芭蕾课了", "Mia 对鸡蛋过敏，蛋糕都得自己做", policy)
+    assert not names_a_thing("我不再跟Chloe一起夜跑了", "Chloe 是我合租的室友，在医院上班", policy)
 
 
 def test_a_format_rule_changed_in_other_words_leaves_the_old_one_out(gateway: Gateway) -> None:

@@ -412,31 +412,48 @@ def test_a_name_both_write_links_a_memory_to_the_request(policy: Policy) -> None
         ("帮我把字号改小一点", set()),  # ends a word with the character before it
         ("小朋友喜欢刷小红书吗", set()),  # begins a longer word
         ("小二和小三", set()),  # numerals
-        # a capitalised word in a Chinese sentence is a name wherever it stands
-        ("Pepper 最近不太爱吃东西", {"pepper"}),
-        ("周末想带Biscuit去海边", {"biscuit"}),
     ],
 )
 def test_chinese_nicknames_are_names(text: str, found: set[str]) -> None:
-    """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person,
-    and so does a capitalised word in a Chinese sentence, where nothing else is written so."""
+    """Chinese writes no capitals: a nickname (小/老/阿 and a character) marks a person."""
     from gateway.memory.textsearch import name_words
 
     assert name_words(text).inside == found
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Pepper 最近不太爱吃东西", {"pepper"}),
+        ("周末想带Biscuit去海边", {"biscuit"}),
+        ("伴郎致辞写给我的老同学 Marco", {"marco"}),
+        # an English sentence quoting a Chinese word opens as any sentence does
+        ("Write me four lines on 春天 for a card", set()),
+        ("Could you explain what 躺平 means?", set()),
+        ("Is 火锅 or Sichuan food spicier?", set()),
+        ("Pepper has been off her food lately", set()),  # no Chinese at all
+    ],
+)
+def test_a_capitalised_word_against_chinese_is_a_name(text: str, found: set[str]) -> None:
+    """Nothing else in a Chinese sentence is capitalised, so a capitalised word written
+    against Chinese characters names someone or something wherever it stands."""
+    from gateway.memory.textsearch import names_in_han
+
+    assert names_in_han(text) == found
 
 
 def test_a_pets_name_in_a_chinese_request_links_what_is_said_of_it(policy: Policy) -> None:
     """ "Biscuit 最近走路有点瘸" names the dog that "Biscuit is our old spaniel" is about,
     though each opens its sentence with the name; an English request opening with it
     does not say as much ("Write" and "Help" open requests too)."""
-    from gateway.memory.textsearch import name_words
+    from gateway.memory.textsearch import name_words, names_in_han
 
     dog = topical("Biscuit is our old spaniel, eleven this spring.", 0.3, vector=0.05)
     dog.memory.topics = ["pets"]
     dog.off_topic, dog.text = True, 1.0
     words = frozenset({"biscuit"})
-    asked = name_words("Biscuit 最近走路有点瘸，怎么办？")
-    assert first_failure(dog, policy, LIFE, NOW, words, asked.inside) is None
+    asked = names_in_han("Biscuit 最近走路有点瘸，怎么办？")
+    assert first_failure(dog, policy, LIFE, NOW, words, asked) is None
     assert dog.shared_name
     dog.shared_name = False
     english = name_words("Biscuit keeps limping, what should I do?")

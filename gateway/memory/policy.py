@@ -1007,9 +1007,10 @@ class FittedRelevanceSpec(_Model):
     name both write links it, or it shares a topic with the request that is not one of
     ``drop_through``: broad topics (food, health, family) hold facts of every kind, where a
     shared topic says little; a narrow one (a pacemaker and airport security) is a link the
-    fit, one weight a dimension, does not know better. ``drop_through`` names the policy has
-    no topic of are passed over (an overlay may replace the topics). Weights for another
-    embedder than the gateway's, or none: off."""
+    fit, one weight a dimension, does not know better; nor a memory of one of the ``kept``
+    topics (an allergy, where food is shared). Names of either list the policy has no topic
+    of are passed over (an overlay may replace the topics). Weights for another embedder
+    than the gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()

@@ -52,7 +52,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
-from gateway.memory.textsearch import Names, name_words, search_text
+from gateway.memory.textsearch import Names, name_words, names_in_han, search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -500,11 +500,12 @@ class Recaller:
         text is about is the readers' business."""
         policy = self.policy
         query_topics = topics_of(own, policy)
-        names = (
-            name_words(own)
-            if policy.recall.relevance.shared_name
-            else Names(frozenset(), frozenset())
-        )
+        names = Names(frozenset(), frozenset())
+        if policy.recall.relevance.shared_name:
+            # a capitalised word written against Chinese is a name wherever it stands
+            # ("Pepper 最近不爱吃饭"), which name_words reads as opening a sentence
+            read, han = name_words(own), names_in_han(own)
+            names = Names(read.inside | han, read.opening - han)
         subject = policy.topics_reaching(query_topics)
         reached = subject
         writing = asks_for_writing(own, policy)

@@ -57,7 +57,6 @@ def tokens(text: str) -> list[str]:
 # "Lily's"). Words that are capitalised wherever they stand are no names of the user's world.
 _SENTENCES = re.compile(r"[.!?。！？:：;；\n]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _NOT_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april "
     "may june july august september october november december english chinese mandarin "
@@ -164,17 +163,38 @@ def name_words(text: str) -> Names:
         inside = _nicknames(text) | sure
         opening = weak
     for sentence in _SENTENCES.split(text):
-        # Chinese capitalises nothing: a capitalised word in a Chinese sentence is a name
-        # wherever it stands ("Pepper 最近不爱吃饭", "周末带Biscuit去爬山")
-        han = _HAN.search(sentence) is not None
         for i, raw in enumerate(_WORD.findall(sentence)):
             word = raw.removesuffix("'s").removesuffix("’s")
             if len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower():
                 # someone's, opening a sentence, is someone: "Theo's birthday is coming up"
                 # (not a contraction: "She's", "Let's", "Today's")
                 owned = word != raw and word.lower() not in _NOT_OWNERS
-                (opening if i == 0 and not owned and not han else inside).add(word.lower())
+                (opening if i == 0 and not owned else inside).add(word.lower())
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
+
+
+# Chinese capitalises nothing: a capitalised word written against Chinese ("Pepper 最近不爱吃饭",
+# "周末带Biscuit去海边") names someone or something wherever it stands, where an English sentence
+# opening with one says no more than that it opens ("Write a poem about 春天").
+_CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-z]{2,}(?![A-Za-z])")
+_HAN_CHAR = re.compile(r"[\u4e00-\u9fff]")
+
+
+@lru_cache(maxsize=8192)
+def names_in_han(text: str) -> frozenset[str]:
+    """Capitalised words written against Chinese characters, lowercased as ``tokens`` gives
+    them: a request's names where its sentences are Chinese (``name_words`` reads one
+    opening a sentence as no name). Only a request's: what a memory says of a thing it
+    names is read by ``name_words`` alone."""
+    if text.isascii():
+        return frozenset()
+    found: set[str] = set()
+    for m in _CAPITALISED.finditer(text):
+        before = text[: m.start()].rstrip(" ")[-1:]
+        after = text[m.end() :].removeprefix("'s").lstrip(" ")[:1]
+        if _HAN_CHAR.match(before) or _HAN_CHAR.match(after):
+            found.add(m.group().lower())
+    return frozenset(found) - _NOT_NAMES
 
 
 # Someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
