@@ -256,6 +256,11 @@ HEARING_BARE = [
     ("text", "slot"),
     [
         ("开的哈弗H6，烧油的", "car"),
+        # a home rented now, near somewhere or in Chinese; a car rented is no home
+        ("Finished my placement and now rent a studio near Stokes Croft", "location"),
+        ("毕业后一直在杭州，现在在滨江租房住", "location"),
+        ("I rent a car near the airport whenever I fly home", None),
+        ("我不太想租房住，想攒钱买", None),
         # a move as a clause of its own, a home's keys; a studio that moved is no home
         ("本科毕业了，已经搬到曼彻斯特开始读研", "location"),
         ("把家搬到天津滨海新区了，离港口近", "location"),
