@@ -261,6 +261,9 @@ HEARING_BARE = [
         ("毕业后一直在杭州，现在在滨江租房住", "location"),
         ("I rent a car near the airport whenever I fly home", None),
         ("我不太想租房住，想攒钱买", None),
+        # an instrument's sound and a nickname others use are no wish about answers
+        ("My cello is an old workshop one, a little nasal in tone", None),
+        ("My bandmates call me the metronome", None),
         # a move as a clause of its own, a home's keys; a studio that moved is no home
         ("本科毕业了，已经搬到曼彻斯特开始读研", "location"),
         ("把家搬到天津滨海新区了，离港口近", "location"),
@@ -1946,6 +1949,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("帮我列个周末野营的打包清单", "packing", "coding"),
         ("骑行一百公里，路上的补给带什么好", "food", "coding"),
         ("推荐几道简单的日式家常料理", "food", "coding"),
+        # a folk fiddle, a Chinese opera, a board game, a seizure, a strained finger, a
+        # sighthound, a longboard, K-dramas
+        ("Which tunes suit a beginner fiddle player at a session?", "music", "coding"),
+        ("想学几段京剧唱腔，从哪出戏开始好", "music", "coding"),
+        ("How do I get better at xiangqi endgames?", "games", "coding"),
+        ("After a seizure, how long should I wait before driving?", "health", "coding"),
+        ("打球时手腕拉伤了，要冰敷多久", "health", "coding"),
+        ("家里的灵缇冬天要不要穿衣服", "pets", "coding"),
+        ("Is a 9-foot longboard too big for a beginner?", "sports", "coding"),
+        ("Recommend some K-dramas with good slow romance", "screen", "coding"),
+        ("攀岩想练指力，一周练几次合适", "fitness", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
