@@ -1960,6 +1960,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is a 9-foot longboard too big for a beginner?", "sports", "coding"),
         ("Recommend some K-dramas with good slow romance", "screen", "coding"),
         ("攀岩想练指力，一周练几次合适", "fitness", "coding"),
+        # a flight to see family, K-dramas to learn Korean by
+        ("国庆带爸妈飞三亚看姑姑", "travel", "coding"),
+        ("Do K-dramas with Korean subtitles help you learn?", "language_learning", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -1976,6 +1979,15 @@ def test_effort_reaches_a_pregnancy_and_crustaceans_are_food(policy: Policy) -> 
     assert "food" in memory_topics(
         "Allergic to crustaceans since childhood", policy, "profile", None
     )
+
+
+@pytest.mark.parametrize("text", ["Noor is 2½ and into everything", "Sami is 4¾ now"])
+def test_an_age_written_with_a_fraction_is_a_childs(policy: Policy, text: str) -> None:
+    """ "2½" is two and a half, not the "21⁄2" that Unicode's folding makes of it."""
+    from gateway.memory.policy import normalize
+
+    assert "⁄" not in normalize(text)
+    assert "child" in memory_topics(text, policy, "profile", None)
 
 
 def test_a_trip_reaches_how_the_user_copes_up_high(policy: Policy) -> None:

@@ -1354,6 +1354,13 @@ _DIALECT = str.maketrans(
     }
 )
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+# A vulgar fraction after a number, as a decimal: NFKC would fold "3½" into "31⁄2", another age
+_FRACTIONS = re.compile(r"(\d)([½¼¾])")
+_DECIMALS = {"½": ".5", "¼": ".25", "¾": ".75"}
+
+
+def _decimal(m: re.Match[str]) -> str:
+    return m.group(1) + _DECIMALS[m.group(2)]
 
 
 def normalize(text: str) -> str:
@@ -1365,7 +1372,7 @@ def normalize(text: str) -> str:
     "帮我出五题化学题"), and a few spoken Cantonese and northern words read as Mandarin
     (``_DIALECT``).
     """
-    folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    folded = unicodedata.normalize("NFKC", _FRACTIONS.sub(_decimal, text)).translate(_APOSTROPHES)
     return folded if folded.isascii() else _T2S.convert(folded).translate(_DIALECT)
 
 
