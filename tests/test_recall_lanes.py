@@ -1983,7 +1983,7 @@ def test_effort_reaches_a_pregnancy_and_crustaceans_are_food(policy: Policy) -> 
 
 @pytest.mark.parametrize("text", ["Noor is 2½ and into everything", "Sami is 4¾ now"])
 def test_an_age_written_with_a_fraction_is_a_childs(policy: Policy, text: str) -> None:
-    """ "2½" is two and a half, not the "21⁄2" that Unicode's folding makes of it."""
+    """ "2½" reads as two years and six months, not the "21⁄2" Unicode folding makes of it."""
     from gateway.memory.policy import normalize
 
     assert "⁄" not in normalize(text)
