@@ -456,6 +456,8 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         ("想多参考编程高手的开源项目", "goal", None),
         ("在思考公司以后的方向", "goal", None),
         ("打算在中国考驾照", "goal", None),
+        ("打算在美国考驾照", "goal", None),
+        ("等高考公布成绩再决定", "goal", None),
         ("Revising for my master's exams every night", "goal", None),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to get better at chess", "goal", None),

@@ -427,6 +427,8 @@ def test_chinese_nicknames_are_names(text: str, found: set[str]) -> None:
         ("Pepper 最近不太爱吃东西", {"pepper"}),
         ("周末想带Biscuit去海边", {"biscuit"}),
         ("伴郎致辞写给我的老同学 Marco", {"marco"}),
+        ("Pepper，最近不太爱吃东西", {"pepper"}),  # Chinese punctuation beside it
+        ("Review 一下这段代码", set()),  # an English word mixed into Chinese
         # an English sentence quoting a Chinese word opens as any sentence does
         ("Write me four lines on 春天 for a card", set()),
         ("Could you explain what 躺平 means?", set()),

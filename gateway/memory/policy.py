@@ -1005,7 +1005,7 @@ class FittedRelevanceSpec(_Model):
     request's, which one weight a dimension does not tell apart well enough), and one below
     ``drop_below`` is not, unless it is in a slot, a
     name both write links it, or it shares a topic with the request that is not one of
-    ``drop_through``: broad topics (food, health, family) hold facts of every kind, where a
+    ``drop_through``: broad topics (food, health) hold facts of every kind, where a
     shared topic says little; a narrow one (a pacemaker and airport security) is a link the
     fit, one weight a dimension, does not know better; nor a memory of one of the ``kept``
     topics (an allergy, where food is shared). Names of either list the policy has no topic

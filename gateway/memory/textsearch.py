@@ -173,11 +173,18 @@ def name_words(text: str) -> Names:
     return Names(frozenset(inside - _NOT_NAMES), frozenset(opening - inside - _NOT_NAMES))
 
 
-# Chinese capitalises nothing: a capitalised word written against Chinese ("Pepper 最近不爱吃饭",
-# "周末带Biscuit去海边") names someone or something wherever it stands, where an English sentence
-# opening with one says no more than that it opens ("Write a poem about 春天").
+# Chinese capitalises no word of its own: a capitalised word written against Chinese
+# ("Pepper 最近不爱吃饭", "Pepper，最近…", "周末带Biscuit去海边") names someone or something,
+# where an English sentence opening with one says no more than that it opens ("Write a poem
+# about 春天"). English words mixed into Chinese are often ordinary ones ("Review 一下",
+# "Sorry 我来晚了"): those are no names.
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-z]{2,}(?![A-Za-z])")
-_HAN_CHAR = re.compile(r"[\u4e00-\u9fff]")
+_HAN_SIDE = re.compile(r"[\u4e00-\u9fff，。！？；：、（）“”‘’《》]")
+_MIXED_IN = frozenset(
+    "review check help write sorry okay hello thanks please yes fine cool nice update fix "
+    "debug test deploy merge push pull commit call meeting email ping sync follow note "
+    "plan list share send open close save print copy paste delete search".split()
+)
 
 
 @lru_cache(maxsize=8192)
@@ -192,9 +199,9 @@ def names_in_han(text: str) -> frozenset[str]:
     for m in _CAPITALISED.finditer(text):
         before = text[: m.start()].rstrip(" ")[-1:]
         after = text[m.end() :].removeprefix("'s").lstrip(" ")[:1]
-        if _HAN_CHAR.match(before) or _HAN_CHAR.match(after):
+        if _HAN_SIDE.match(before) or _HAN_SIDE.match(after):
             found.add(m.group().lower())
-    return frozenset(found) - _NOT_NAMES
+    return frozenset(found) - _NOT_NAMES - _MIXED_IN
 
 
 # Someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
