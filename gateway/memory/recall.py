@@ -502,8 +502,9 @@ class Recaller:
         query_topics = topics_of(own, policy)
         names = Names(frozenset(), frozenset())
         if policy.recall.relevance.shared_name:
-            # a capitalised word written against Chinese is a name wherever it stands
-            # ("Pepper 最近不爱吃饭"), which name_words reads as opening a sentence
+            # a capitalised word written against Chinese is a name (names_in_han), also
+            # where it opens a sentence ("Pepper 最近不爱吃饭"), which name_words reads as
+            # opening one only
             read, han = name_words(own), names_in_han(own)
             names = Names(read.inside | han, read.opening - han)
         subject = policy.topics_reaching(query_topics)

@@ -189,10 +189,10 @@ _MIXED_IN = frozenset(
 
 @lru_cache(maxsize=8192)
 def names_in_han(text: str) -> frozenset[str]:
-    """Capitalised words written against Chinese characters, lowercased as ``tokens`` gives
-    them: a request's names where its sentences are Chinese (``name_words`` reads one
-    opening a sentence as no name). Only a request's: what a memory says of a thing it
-    names is read by ``name_words`` alone."""
+    """Capitalised words written against Chinese characters or punctuation, lowercased as
+    ``tokens`` gives them, but for ordinary English words mixed in: a request's names where
+    its sentences are Chinese (``name_words`` reads one opening a sentence as no name). Only
+    a request's: what a memory says of a thing it names is read by ``name_words`` alone."""
     if text.isascii():
         return frozenset()
     found: set[str] = set()
