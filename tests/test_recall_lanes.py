@@ -264,6 +264,8 @@ HEARING_BARE = [
         # an instrument's sound and a nickname others use are no wish about answers
         ("My cello is an old workshop one, a little nasal in tone", None),
         ("My guitar has a warm tone", None),
+        # ... though a wish about answers may hold such letters inside another word
+        ("Keep a formal tone, for example in replies to my landlord", "tone"),
         ("现在年轻人都租房住，我也一样", None),
         ("pls call me Jo", "name"),
         ("My bandmates call me the metronome", None),

@@ -1372,7 +1372,9 @@ def normalize(text: str) -> str:
     "帮我出五题化学题"), and a few spoken Cantonese and northern words read as Mandarin
     (``_DIALECT``).
     """
-    folded = unicodedata.normalize("NFKC", _FRACTIONS.sub(_decimal, text)).translate(_APOSTROPHES)
+    if not text.isascii():
+        text = _FRACTIONS.sub(_decimal, text)
+    folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
     return folded if folded.isascii() else _T2S.convert(folded).translate(_DIALECT)
 
 
