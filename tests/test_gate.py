@@ -381,7 +381,7 @@ HORIZONS = [
     # a band's name is no month: "五月天" (Mayday)
     ("这周末去看五月天演唱会", "plan", NOW + 7 * DAY),
     # "may" the verb, a cycle, are no time
-    ("this may sound silly but I want to learn to swim", "goal", NOW + 30 * DAY),
+    ("this may sound silly but I want to learn to swim", "goal", NOW + 180 * DAY),
     ("三个周期以后再看", "plan", NOW + 14 * DAY),
     # several times: the latest
     ("下周开始准备，年底前考完驾照", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
@@ -459,8 +459,25 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         ("打算在美国考驾照", "goal", None),
         ("等高考公布成绩再决定", "goal", None),
         ("Revising for my master's exams every night", "goal", None),
+        # a skill or language being learnt is half a year's work, unless it names a time
+        ("Teaching myself Welsh, ten minutes every morning", "goal", NOW + 180 * DAY),
+        ("在自学吉他，每晚弹四十分钟", "goal", NOW + 180 * DAY),
+        ("I want to get better at chess", "goal", NOW + 180 * DAY),
+        (
+            "Learning to knit before the baby comes in September",
+            "goal",
+            datetime(2025, 10, 1, tzinfo=UTC),
+        ),
+        # ... not a place of learning, a classroom, a workbook
+        ("在学校门口接孩子要注意什么", "goal", None),
+        ("在学习区放一张大桌子", "goal", None),
+        ("要练习册的答案", "goal", None),
+        # a total kept to for something big is half a year's goal
+        ("装修总预算控制在十五万以内", "goal", NOW + 180 * DAY),
+        ("Total budget for the garden redo is £8k, keep it under that", "goal", NOW + 180 * DAY),
+        ("I want a budget laptop for uni", "goal", None),
         # a goal of another kind keeps its type's month; a wish is no goal
-        ("I want to get better at chess", "goal", None),
+        ("I want to run a marathon", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),
     ],
 )

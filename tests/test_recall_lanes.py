@@ -609,6 +609,10 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # weekdays are no job, a pet bird flying about no trip, a tablet every night no device
+        ("下周的工作日早饭怎么安排省事", "work"),
+        ("Our budgies fly around the lounge every evening, which plants are safe?", "travel"),
+        ("I take half a metformin tablet every night", "gadgets"),
         # furniture moved to a room is no move of home
         ("帮我想想怎么把旧书桌搬到书房去", "where_to_live"),
         ("准备把冰箱搬到厨房", "where_to_live"),
@@ -1975,6 +1979,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is a 9-foot longboard too big for a beginner?", "sports", "coding"),
         ("Recommend some K-dramas with good slow romance", "screen", "coding"),
         ("攀岩想练指力，一周练几次合适", "fitness", "coding"),
+        # a sitter while away is a trip; a pension scheme is money; an exam by its initials,
+        # free hours given over, a tablet of a medicine
+        ("Who should I ask to be our cat sitter next month?", "travel", "coding"),
+        ("Are the fees on my superannuation too high?", "money", "coding"),
+        ("儿子年底要考AMC，怎么准备", "study", "coding"),
+        ("All my spare evenings go on revision until May", "free_time", "coding"),
+        ("I take one levothyroxine tablet every morning", "health", "gadgets"),
         # a flight to see family, K-dramas to learn Korean by
         ("国庆带爸妈飞三亚看姑姑", "travel", "coding"),
         ("Do K-dramas with Korean subtitles help you learn?", "language_learning", "coding"),
@@ -2566,6 +2577,18 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "global",
         ),
         ("dash 前端用 jQuery。", "dash 前端已经全部重写成 React 了，jQuery 删干净了。", "project"),
+        # a motorbike ridden, a site moved from one generator to another, data kept elsewhere
+        ("我平时骑的是本田 CB190", "Traded the Honda in, I ride a Yamaha MT-07 now", "global"),
+        (
+            "dash docs are built with Sphinx",
+            "We moved dash's docs from Sphinx to MkDocs",
+            "project",
+        ),
+        (
+            "dash keeps all scores in a local JSON file",
+            "dash 的成绩现在改存到飞书表格里了",
+            "project",
+        ),
         (
             "dash 前端是 Angular 写的。",
             "dash frontend is React + Vite now, migration finished",
@@ -2732,6 +2755,9 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         ),
         # a stay somewhere is not a new home, nor learning a language the answers' language
         ("I live in Austin, TX", "We're in Paris now for a week"),
+        # a motorbike bought leaves the car, and the other way round
+        ("I drive a 2018 Toyota Corolla", "These days I ride a Ducati Monster at weekends"),
+        ("我平时骑的是雅马哈的踏板车", "刚提了一辆比亚迪秦"),
         ("Always answer in Chinese", "I'm learning English again"),
     ],
 )
