@@ -298,6 +298,52 @@ def test_a_memory_about_other_topics_linked_by_one_word_is_not_relevant(policy: 
     assert first_failure(unlinked, policy, LIFE, NOW, words) is None
 
 
+def test_a_memory_in_the_other_language_meets_a_lower_bar(policy: Policy) -> None:
+    """The embedder rates a pair across languages lower than within one, and such a memory
+    shares no words to make up for it: its similarity bars are lower by the policy's
+    discount, but not where meaning alone links the user's life to a task's request."""
+    bar = policy.recall.relevance
+    assert 0 < bar.other_language_discount < bar.similarity
+    under = bar.similarity - bar.other_language_discount / 2
+
+    def camping(vector: float, *, other: bool, off_topic: bool = False) -> Candidate:
+        cand = topical("周末常带孩子去山里搭帐篷", 0.1, vector=vector)
+        cand.other_language, cand.off_topic = other, off_topic
+        return cand
+
+    words = frozenset({"outdoor", "weekend"})
+    at_work = Identity("t", "u", None, "on", "tr_work", task="work")
+    assert first_failure(camping(under, other=False), policy, LIFE, NOW, words) == "threshold"
+    across = camping(under, other=True)
+    assert first_failure(across, policy, LIFE, NOW, words) is None
+    assert across.to_trace()["other_language"] is True
+    assert first_failure(camping(under, other=True), policy, at_work, NOW, words) == "threshold"
+    low = bar.similarity - bar.other_language_discount - 0.01
+    assert first_failure(camping(low, other=True), policy, LIFE, NOW, words) == "threshold"
+    # about other topics than the request's, the closer bar is lowered alike
+    off = bar.off_topic_similarity - bar.other_language_discount / 2
+    assert first_failure(camping(off, other=False, off_topic=True), policy, LIFE, NOW, words) == (
+        "threshold"
+    )
+    assert first_failure(camping(off, other=True, off_topic=True), policy, LIFE, NOW, words) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "han"),
+    [
+        ("我用 Obsidian 记笔记", True),
+        ("周末想去 Lake District 徒步", True),
+        ("I love 小笼包 from Din Tai Fung", False),
+        ("Always answer in English", False),
+        ("2024", False),
+    ],
+)
+def test_a_text_is_chinese_by_its_share_of_chinese_characters(text: str, han: bool) -> None:
+    from gateway.memory.textsearch import mostly_han
+
+    assert mostly_han(text) is han
+
+
 def test_the_off_topic_bar_is_never_below_the_plain_one(policy: Policy) -> None:
     """An operator's overlay may raise the plain bar above the shipped off-topic one: a memory
     about other topics then needs at least the plain bar, never less."""

@@ -1046,6 +1046,12 @@ class RelevanceSpec(_Model):
     shared_terms_min_similarity: Fraction
     off_topic_similarity: Fraction
     topic_min_similarity: Annotated[float, Field(ge=-1.0, le=1.0)]
+    # A memory written in the other language than the request (one in Chinese, the other
+    # not) meets the similarity bars (``similarity``, ``off_topic_similarity``) this much
+    # lower: the local embedder rates the same pair of meanings lower across languages than
+    # within one, and a memory in the other language shares no words or names to make up
+    # for it.
+    other_language_discount: Annotated[float, Field(ge=0.0, le=0.2)] = 0.0
     # a memory naming someone or somewhere the request names too ("Lily", "Toronto": a
     # word both write capitalised away from a sentence's start) is relevant unless its
     # meaning is opposed (topic_min_similarity)

@@ -52,7 +52,7 @@ from gateway.memory.selection import (
     when,
 )
 from gateway.memory.sensitivity import Scan, redact, scan
-from gateway.memory.textsearch import Names, name_words, names_in_han, search_text
+from gateway.memory.textsearch import Names, mostly_han, name_words, names_in_han, search_text
 from gateway.memory.typicality import Typicality
 from gateway.storage.store import Hit, Store, merge_hits
 
@@ -308,8 +308,10 @@ class Recaller:
             result.resembled_topics = sorted(resembled)
             result.searches += searches.names
         held = self.policy.held_topics
+        asked_in_han = mostly_han(text)
         for hit in hits:
             cand = score(hit, spec, typical.get(hit.memory.id, 0.0))
+            cand.other_language = mostly_han(hit.memory.content) != asked_in_han
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus

@@ -40,6 +40,8 @@ class Candidate:
     resembled: tuple[str, ...] = ()
     shared_terms: int = 0
     shared_name: bool = False  # names someone or somewhere the request names
+    # written in the other language than the request (one in Chinese, the other not)
+    other_language: bool = False
     # how likely the request needs it (recall.relevance.fitted); None: not worked out
     fitted: float | None = None
     decision: str = "dropped"
@@ -68,6 +70,7 @@ class Candidate:
             "resembled": list(self.resembled),
             "shared_terms": self.shared_terms,
             "shared_name": self.shared_name,
+            "other_language": self.other_language,
             "fitted": None if self.fitted is None else round(self.fitted, 4),
             "decision": self.decision,
             "reason": self.reason,
@@ -199,6 +202,10 @@ def relevant(
     linked = not in_code and (
         cand.memory.scope != "global" or task not in bar.meaning_only_in_tasks
     )
+    # the embedder rates a pair of texts across languages lower than the same pair in one
+    # (RelevanceSpec.other_language_discount); not where meaning alone links the user's life
+    # to a project's or a task's request, whose words describe the work
+    across = bar.other_language_discount if cand.other_language and linked else 0.0
     if (
         linked
         and bar.shared_name
@@ -268,10 +275,10 @@ def relevant(
         # enough; and its bar is never below the plain one, whatever an overlay sets.
         if cand.text > 0 and _shared_terms(cand, terms) < bar.shared_terms:
             return False
-        if cand.vector >= max(bar.off_topic_similarity, bar.similarity):
+        if cand.vector >= max(bar.off_topic_similarity, bar.similarity) - across:
             return True
         return linked and cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity
-    if cand.vector >= bar.similarity:
+    if cand.vector >= bar.similarity - across:
         return True
     if not linked:
         return False

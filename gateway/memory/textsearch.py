@@ -180,6 +180,18 @@ def name_words(text: str) -> Names:
 # "Sorry 我来晚了"): those are no names.
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-z]{2,}(?![A-Za-z])")
 _HAN_SIDE = re.compile(r"[\u4e00-\u9fff，。！？；：、（）“”‘’《》]")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def mostly_han(text: str) -> bool:
+    """Written in Chinese: Chinese characters are at least 30% of the letters, so a Chinese
+    sentence naming an app or a place in English still counts ("我用 Obsidian 记笔记"), an
+    English one with a Chinese word does not."""
+    han = len(_HAN.findall(text))
+    return han > 0 and han >= 0.3 * (han + len(_LATIN.findall(text)))
+
+
 _MIXED_IN = frozenset(
     "review check help write sorry okay hello thanks please yes fine cool nice update fix "
     "debug test deploy merge push pull commit call meeting email ping sync follow note "
