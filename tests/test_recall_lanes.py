@@ -609,6 +609,9 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # a score or a date with a slash is no blood pressure
+        ("The match ended 120/95 after extra time", "health"),
+        ("Can we move the call to 12/05?", "health"),
         # weekdays are no job, a pet bird flying about no trip, a tablet every night no device
         ("下周的工作日早饭怎么安排省事", "work"),
         ("Our budgies fly around the lounge every evening, which plants are safe?", "travel"),
@@ -1979,6 +1982,20 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is a 9-foot longboard too big for a beginner?", "sports", "coding"),
         ("Recommend some K-dramas with good slow romance", "screen", "coding"),
         ("攀岩想练指力，一周练几次合适", "fitness", "coding"),
+        # breathlessness and lasting tiredness are health, a stipend money, an R plotting
+        # library code, hens laying livestock, a day away the user's hours, prices a
+        # business's; a blood pressure aimed at, a daily walk, years in a job, salt kept low
+        ("运动完有点气喘，正常吗", "health", "coding"),
+        ("I've been tired all the time since the baby came, is that normal?", "health", "coding"),
+        ("我的博士补助够不够在伦敦生活", "money", "coding"),
+        ("How do I reorder the bars in ggplot2?", "coding", "food"),
+        ("家里的母鸡不下蛋了怎么办", "livestock", "coding"),
+        ("How do I keep the cat happy when I'm away all day?", "timetable", "coding"),
+        ("Time to raise prices on my custom portraits?", "business", "coding"),
+        ("My target is 130/80 by summer, is that realistic?", "health", "coding"),
+        ("每天早上在河边走一个小时，够不够", "fitness", "coding"),
+        ("我退休前做了二十年的会计，现在想学点新东西", "work", "coding"),
+        ("Is it fine to keep salt under 4 g a day when training?", "food", "coding"),
         # a sitter while away is a trip; a pension scheme is money; an exam by its initials,
         # free hours given over, a tablet of a medicine
         ("Who should I ask to be our cat sitter next month?", "travel", "coding"),
@@ -2024,6 +2041,17 @@ def test_a_trip_reaches_how_the_user_copes_up_high(policy: Policy) -> None:
     assert "altitude" in had
     asked = topics_of("国庆想出去自驾游五天，帮我排个路线", policy)
     assert "altitude" in policy.topics_reaching(asked)
+
+
+def test_an_app_question_reaches_the_device_it_runs_on(policy: Policy) -> None:
+    """The phone or laptop the user has matters to how an app is set up on it."""
+    asked = topics_of(
+        "Setting up a WhatsApp group chat for my book club, where do I start?", policy
+    )
+    assert "gadgets" in policy.topics_reaching(asked)
+    assert "gadgets" in memory_topics(
+        "My phone is a Pixel 7 my son set up", policy, "profile", None
+    )
 
 
 def test_a_budget_request_reaches_what_the_user_saves_for(policy: Policy) -> None:
