@@ -256,6 +256,9 @@ HEARING_BARE = [
     ("text", "slot"),
     [
         ("开的哈弗H6，烧油的", "car"),
+        # units at sea
+        ("Sailing distances in nautical miles please, and speeds in knots", "units"),
+        ("出海的距离都按海里算", "units"),
         # a home rented now, near somewhere or in Chinese; a car rented is no home
         ("Finished my placement and now rent a studio near Stokes Croft", "location"),
         ("毕业后一直在杭州，现在在滨江租房住", "location"),
@@ -609,6 +612,12 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # cups of coffee or sessions a week capped are no budget; a dog called Skipper is no
+        # boat, a cockpit no car
+        ("每天最多喝两杯咖啡，多了睡不着", "budget"),
+        ("上班太忙，一周最多练三次", "budget"),
+        ("Our dog Skipper hates thunder", "boats"),
+        ("以前开飞机，驾驶舱里特别吵", "vehicles"),
         # a score or a date with a slash is no blood pressure
         ("The match ended 120/95 after extra time", "health"),
         ("Can we move the call to 12/05?", "health"),
@@ -1982,6 +1991,26 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is a 9-foot longboard too big for a beginner?", "sports", "coding"),
         ("Recommend some K-dramas with good slow romance", "screen", "coding"),
         ("攀岩想练指力，一周练几次合适", "fitness", "coding"),
+        # a sum kept to is a budget; a rock genre is music, a memoir a book, a sloop a boat,
+        # bouldering indoors a sport, the gaokao study, a dance team fitness, days off a
+        # weekend, a building's managing agent the home, what one shoots photography, opening
+        # hours and a long shift the user's hours, a distance walked in one go fitness
+        ("这次旅行每人控制在3000以内", "budget", "coding"),
+        ("My favourite is post-rock, the long instrumental stuff", "music", "coding"),
+        ("推荐几本飞行员写的回忆录", "books", "coding"),
+        ("Is a 24-foot sloop enough for coastal cruising?", "boats", "coding"),
+        ("I boulder indoors on Tuesdays; tips for my first outdoor session?", "sports", "coding"),
+        ("He's bored now the gaokao is over", "study", "coding"),
+        ("Write an invite for my dance team's summer picnic", "fitness", "coding"),
+        ("I've got two days off midweek, any ideas?", "weekend", "coding"),
+        ("How do I complain to our property management about a leak?", "home", "coding"),
+        ("周末喜欢去郊外拍风光", "photography", "coding"),
+        (
+            "I open the stall at 7am and close at 4pm, when should I do my admin?",
+            "timetable",
+            "coding",
+        ),
+        ("想一口气走完12公里的环湖路，要怎么练", "fitness", "coding"),
         # breathlessness and lasting tiredness are health, a stipend money, an R plotting
         # library code, hens laying livestock, a day away the user's hours, prices a
         # business's; a blood pressure aimed at, a daily walk, years in a job, salt kept low
@@ -2617,6 +2646,12 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
             "dash 的成绩现在改存到飞书表格里了",
             "project",
         ),
+        # a database taken up where the data sat in spreadsheets
+        (
+            "dash stores all its data in spreadsheets, there's no database",
+            "dash 换成 SQLite 了",
+            "project",
+        ),
         (
             "dash 前端是 Angular 写的。",
             "dash frontend is React + Vite now, migration finished",
@@ -2674,6 +2709,23 @@ async def test_a_projects_change_leaves_its_other_facts(service: Memories) -> No
         "Kestrel's frontend moved from Vue to React",
     )
     await facts("tanjiang", "潭江桥的主跨是120米", "潭江桥的计算模型改用SAP2000了")
+    # the same tool said again beside another rule is no new one: the older's other facts stay
+    await facts(
+        "dash",
+        "dash: Python 3.12, Typer for the commands, pytest for the tests",
+        "dash 每加一个子命令都要配 pytest 测试",
+    )
+
+
+def test_a_value_said_again_is_no_new_one(policy: Policy) -> None:
+    """A newer memory naming only keywords of its slot the older names too restates them;
+    one naming another, or saying it changed, does not."""
+    older = "dash: Python 3.12, Typer for the commands, pytest for the tests"
+    assert policy.both_stand("test_framework", older, "dash 每加一个子命令都要配 pytest 测试")
+    assert not policy.both_stand("test_framework", older, "dash's tests run on unittest now")
+    assert not policy.both_stand(
+        "test_framework", older, "dash stopped using pytest, unittest only"
+    )
 
 
 async def test_a_tool_for_one_part_of_a_project_leaves_the_tools_of_the_others(

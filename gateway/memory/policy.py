@@ -393,6 +393,20 @@ class SlotSpec(_Model):
         value = self.option(normalize(a))
         return value is not None and value == self.option(normalize(b))
 
+    def keywords_named(self, text: str) -> frozenset[str]:
+        """The ``keywords`` of this slot a text names, lower-cased ("pytest", "sqlite")."""
+        if self.keyword_regex is None:
+            return frozenset()
+        return frozenset(m.group().lower() for m in self.keyword_regex.finditer(normalize(text)))
+
+    def restates(self, older: str, newer: str) -> bool:
+        """Whether the newer text names only values of this slot the older names too, by its
+        keywords ("dash 的子命令都配 pytest 测试" after "dash: Python, Typer, pytest"):
+        the same value said again, with something else, is no new one. Patterns are not
+        read here: what they match may hold no value ("moved to")."""
+        named = self.keywords_named(newer)
+        return bool(named) and named <= self.keywords_named(older)
+
     def values_named(self, text: str) -> frozenset[str]:
         """What of this slot a text names, as written (lower-cased): its keywords and what its
         patterns take ("mysql", "provider")."""
@@ -1277,11 +1291,12 @@ class Policy(_Model):
 
     def both_stand(self, slot: str, older: str, newer: str) -> bool:
         """Whether two memories of a one-valued slot both stand: they are about different
-        aspects of it (``SlotSpec.aspects``), or state the same one of its values, which
-        neither does when it says it changed ("I stopped doing keto" names keto too)."""
+        aspects of it (``SlotSpec.aspects``), or state the same one of its values (an option,
+        or only keywords the older names too), which neither does when it says it changed
+        ("I stopped doing keto" names keto too)."""
         spec = self.slot(slot)
         return spec.apart(older, newer) or (
-            spec.same_value(older, newer)
+            (spec.same_value(older, newer) or spec.restates(older, newer))
             and not says_change(older, self)
             and not says_change(newer, self)
         )
