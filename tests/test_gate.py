@@ -468,7 +468,12 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
             "goal",
             datetime(2025, 10, 1, tzinfo=UTC),
         ),
-        # ... not a place of learning, a classroom, a workbook
+        ("我在学车", "goal", NOW + 180 * DAY),
+        # ... not a place of learning, a classroom, a workbook, a talk rehearsed, a degree done,
+        # giving up
+        ("I want to practice my presentation for the board meeting", "goal", None),
+        ("我大学主要学的是会计", "goal", None),
+        ("实在学不会就算了", "goal", None),
         ("在学校门口接孩子要注意什么", "goal", None),
         ("在学习区放一张大桌子", "goal", None),
         ("要练习册的答案", "goal", None),
@@ -785,6 +790,11 @@ def test_time_comes_only_from_the_argument() -> None:
         ("We moved the kids to St Mary's school", None),
         ("搬完家了，现在在医院陪我妈", None),
         ("We went to Reaper, the new bar downtown", None),
+        # a meeting or an office moved, data in sync, a migration-free change: no tool
+        ("Moved the meeting from Tuesday to Thursday", None),
+        ("Moved the office from Leeds to Manchester", None),
+        ("The app keeps the data in sync across devices", None),
+        ("This PR has no database migrations", None),
         ("Moved to Reaper last year, not looking back", "daw"),
     ],
 )

@@ -877,6 +877,11 @@ def test_a_slot_ends_on_a_change_only_other_slots_it_names() -> None:
                 "slots[0].aspects: only a one-valued slot has aspects",
             ],
         ),
+        # a word naming the slot must be one of its keywords
+        (
+            "slots:\n  - name: editor\n    keywords: [Vim, 编辑器]\n    generic: [editor]\n",
+            ["slots[0].generic[0]: not one of the slot's keywords: 'editor'"],
+        ),
     ],
 )
 def test_what_a_slot_yields_to_and_its_aspects_are_checked(overlay: str, errors: list[str]) -> None:

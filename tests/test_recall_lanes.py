@@ -256,6 +256,15 @@ HEARING_BARE = [
     ("text", "slot"),
     [
         ("开的哈弗H6，烧油的", "car"),
+        # knots in the shoulders, a metronome, a bicycle ridden are no units or vehicle; a
+        # motorbike by its model, an e-scooter ridden are; a table for answers stays a format
+        ("My shoulders are always in knots", None),
+        ("我每天用节拍器练琴", None),
+        ("I ride a road bike about 200 km every week", None),
+        ("I ride a Brompton I bought in 2019", None),
+        ("I ride a Honda CB500X", "car"),
+        ("我平时骑的是雅迪电动车", "car"),
+        ("请把答案写在表格里给我", "output_format"),
         # units at sea
         ("Sailing distances in nautical miles please, and speeds in knots", "units"),
         ("出海的距离都按海里算", "units"),
@@ -612,6 +621,26 @@ def test_everyday_wordings_take_their_slot(policy: Policy, text: str, slot: str 
         ("I'm nervous about running my first coordination meeting on Thursday", "fitness"),
         # raising a limit a little, the first day of the new year: no school year
         ("手机银行的转账限额怎么调高一点？", "study"),
+        # puffing from effort, a tablet to read on or for the dishwasher, an old hen for the pot,
+        # a concert's start, a quiz question, a tyre size, road salt, a regular dog sitter, a
+        # round of interviews sailed through, a pager's alerts, a gym membership or volunteering
+        # for years, words or steps capped
+        ("爬了五楼就气喘吁吁的", "health"),
+        ("I read on a tablet every night before bed", "health"),
+        ("Put one dishwasher tablet a day in the machine", "health"),
+        ("炖老母鸡汤放什么料", "livestock"),
+        ("The concert starts at 8pm, where should we eat before", "timetable"),
+        ("这题考DP还是贪心", "study"),
+        ("What tyre pressure for 195/65 R15", "health"),
+        ("road salt under my car", "food"),
+        ("Our dog sitter comes every weekday at noon", "travel"),
+        ("I've sailed through the first round of interviews", "boats"),
+        ("alert fatigue from the on-call pager", "health"),
+        ("在这家健身房做了五年的会员", "work"),
+        ("我做了一年的义工", "work"),
+        ("回答最多500字", "budget"),
+        ("每天最多走两万步", "budget"),
+        ("体重控制在一百二十斤以内", "budget"),
         # cups of coffee or sessions a week capped are no budget; a dog called Skipper is no
         # boat, a cockpit no car
         ("每天最多喝两杯咖啡，多了睡不着", "budget"),
@@ -2027,7 +2056,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("Is it fine to keep salt under 4 g a day when training?", "food", "coding"),
         # a sitter while away is a trip; a pension scheme is money; an exam by its initials,
         # free hours given over, a tablet of a medicine
-        ("Who should I ask to be our cat sitter next month?", "travel", "coding"),
+        ("We have to hire a pet sitter next month, any tips?", "travel", "coding"),
+        ("They fly back from Spain tomorrow", "travel", "coding"),
+        ("帮我写一份工作日报", "work", "coding"),
         ("Are the fees on my superannuation too high?", "money", "coding"),
         ("儿子年底要考AMC，怎么准备", "study", "coding"),
         ("All my spare evenings go on revision until May", "free_time", "coding"),
@@ -2726,6 +2757,14 @@ def test_a_value_said_again_is_no_new_one(policy: Policy) -> None:
     assert not policy.both_stand(
         "test_framework", older, "dash stopped using pytest, unittest only"
     )
+    # naming fewer is a choice made; a word naming the slot is no value; a longer keyword is
+    # read whole
+    assert not policy.both_stand(
+        "database", "Deciding between Postgres and MySQL for dash", "dash uses MySQL"
+    )
+    assert not policy.both_stand("editor", "我的编辑器是 VS Code", "编辑器现在用 Cursor")
+    assert not policy.both_stand("orm", "dash uses the SQLAlchemy ORM", "dash uses Pony ORM")
+    assert not policy.both_stand("editor", "I use JetBrains IntelliJ", "JetBrains Rider is my IDE")
 
 
 async def test_a_tool_for_one_part_of_a_project_leaves_the_tools_of_the_others(
@@ -2838,6 +2877,7 @@ async def test_a_value_for_a_while_leaves_the_lasting_one_for_afterwards(
         # a motorbike bought leaves the car, and the other way round
         ("I drive a 2018 Toyota Corolla", "These days I ride a Ducati Monster at weekends"),
         ("我平时骑的是雅马哈的踏板车", "刚提了一辆比亚迪秦"),
+        ("我开的是一辆卡罗拉", "我骑的是一辆二手的雅马哈"),
         ("Always answer in Chinese", "I'm learning English again"),
     ],
 )

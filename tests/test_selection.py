@@ -333,12 +333,15 @@ def test_a_memory_in_the_other_language_meets_a_lower_bar(policy: Policy) -> Non
     [
         ("我用 Obsidian 记笔记", True),
         ("周末想去 Lake District 徒步", True),
+        ("我在用 Visual Studio Code 写 TypeScript", True),
         ("I love 小笼包 from Din Tai Fung", False),
         ("Always answer in English", False),
-        ("2024", False),
+        # neither: no language to tell apart
+        ("2024", None),
+        ("👍", None),
     ],
 )
-def test_a_text_is_chinese_by_its_share_of_chinese_characters(text: str, han: bool) -> None:
+def test_a_text_is_chinese_by_its_share_of_chinese_characters(text: str, han: bool | None) -> None:
     from gateway.memory.textsearch import mostly_han
 
     assert mostly_han(text) is han

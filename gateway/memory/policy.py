@@ -375,6 +375,9 @@ class SlotSpec(_Model):
     # in DaVinci" leaves "the docs are built with Sphinx"; a memory naming none ("moved it
     # all to Astro") replaces every older one.
     aspects: dict[Name, RuleSpec] = {}
+    # Keywords that name the slot, not a value of it ("编辑器", "ORM", "citation style"): they
+    # find the slot but say nothing of which value (``restates``).
+    generic: tuple[str, ...] = ()
     # A newer memory of this slot that says something changed ends the older ones of these
     # slots too: leaving a job ends the hours of it ("Left nursing! 现在在学校做行政" ends "I work
     # night shifts as an ICU nurse"). Without a change ("I work at Google") they stand.
@@ -394,18 +397,22 @@ class SlotSpec(_Model):
         return value is not None and value == self.option(normalize(b))
 
     def keywords_named(self, text: str) -> frozenset[str]:
-        """The ``keywords`` of this slot a text names, lower-cased ("pytest", "sqlite")."""
+        """The ``keywords`` of this slot a text names, lower-cased ("pytest", "sqlite"), but
+        for the ``generic`` ones, which name the slot rather than a value of it."""
         if self.keyword_regex is None:
             return frozenset()
-        return frozenset(m.group().lower() for m in self.keyword_regex.finditer(normalize(text)))
+        generic = {g.lower() for g in self.generic}
+        found = {m.group().lower() for m in self.keyword_regex.finditer(normalize(text))}
+        return frozenset(found - generic)
 
     def restates(self, older: str, newer: str) -> bool:
-        """Whether the newer text names only values of this slot the older names too, by its
+        """Whether the newer text names the very values of this slot the older names, by its
         keywords ("dash 的子命令都配 pytest 测试" after "dash: Python, Typer, pytest"):
-        the same value said again, with something else, is no new one. Patterns are not
-        read here: what they match may hold no value ("moved to")."""
+        the same value said again, with something else, is no new one. Naming fewer is a
+        choice made ("dash uses MySQL" after "Postgres or MySQL?"), so both must name the
+        same. Patterns are not read here: what they match may hold no value ("moved to")."""
         named = self.keywords_named(newer)
-        return bool(named) and named <= self.keywords_named(older)
+        return bool(named) and named == self.keywords_named(older)
 
     def values_named(self, text: str) -> frozenset[str]:
         """What of this slot a text names, as written (lower-cased): its keywords and what its
@@ -434,7 +441,9 @@ class SlotSpec(_Model):
     def keyword_regex(self) -> re.Pattern[str] | None:
         if not self.keywords:
             return None
-        return re.compile("|".join(_keyword_regex(k) for k in self.keywords), re.IGNORECASE)
+        # longest first, so "JetBrains Rider" is read whole, not as "JetBrains"
+        ordered = sorted(self.keywords, key=len, reverse=True)
+        return re.compile("|".join(_keyword_regex(k) for k in ordered), re.IGNORECASE)
 
     @cached_property
     def keyword_hints(self) -> tuple[str, ...]:
@@ -2134,6 +2143,10 @@ def _check_rules(policy: Policy) -> Iterator[tuple[Loc, str]]:
             yield from _check_rule(rule, ("slots", i, "aspects", name))
         if slot.aspects and slot.values != "one":
             yield ("slots", i, "aspects"), "only a one-valued slot has aspects"
+        listed = {k.lower() for k in slot.keywords}
+        for j, word in enumerate(slot.generic):
+            if word.lower() not in listed:
+                yield ("slots", i, "generic", j), f"not one of the slot's keywords: {word!r}"
         for j, ended in enumerate(slot.change_ends):
             if ended not in slot_names or ended == slot.name:
                 yield ("slots", i, "change_ends", j), f"not another slot: {ended!r}"

@@ -308,10 +308,13 @@ class Recaller:
             result.resembled_topics = sorted(resembled)
             result.searches += searches.names
         held = self.policy.held_topics
-        asked_in_han = mostly_han(text)
+        # the question as it was searched for (a pasted traceback past it says nothing)
+        asked_in_han = mostly_han(text[:_QUERY_CHARS])
         for hit in hits:
             cand = score(hit, spec, typical.get(hit.memory.id, 0.0))
-            cand.other_language = mostly_han(hit.memory.content) != asked_in_han
+            if asked_in_han is not None:
+                written_in_han = mostly_han(hit.memory.content)
+                cand.other_language = written_in_han is not None and written_in_han != asked_in_han
             cand.topics = tuple(t for t in hit.memory.topics if t in searches.memory_topics)  # type: ignore[union-attr]
             if cand.topics:
                 cand.fused += spec.topic_bonus

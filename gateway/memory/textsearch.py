@@ -181,15 +181,19 @@ def name_words(text: str) -> Names:
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-z]{2,}(?![A-Za-z])")
 _HAN_SIDE = re.compile(r"[\u4e00-\u9fff，。！？；：、（）“”‘’《》]")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
-def mostly_han(text: str) -> bool:
-    """Written in Chinese: Chinese characters are at least 30% of the letters, so a Chinese
-    sentence naming an app or a place in English still counts ("我用 Obsidian 记笔记"), an
-    English one with a Chinese word does not."""
+def mostly_han(text: str) -> bool | None:
+    """Written in Chinese: at least as many Chinese characters as Latin words (a character
+    is about a word), so a Chinese sentence naming tools or places in English still counts
+    ("我在用 Visual Studio Code 写 TypeScript"), an English one with a Chinese dish does not
+    ("I love 小笼包 from Din Tai Fung"). None for a text with neither ("2024", "👍")."""
     han = len(_HAN.findall(text))
-    return han > 0 and han >= 0.3 * (han + len(_LATIN.findall(text)))
+    words = len(_LATIN_WORD.findall(text))
+    if not han and not words:
+        return None
+    return han >= words
 
 
 _MIXED_IN = frozenset(
