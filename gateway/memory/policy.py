@@ -1301,7 +1301,7 @@ class Policy(_Model):
     def both_stand(self, slot: str, older: str, newer: str) -> bool:
         """Whether two memories of a one-valued slot both stand: they are about different
         aspects of it (``SlotSpec.aspects``), or state the same one of its values (an option,
-        or only keywords the older names too), which neither does when it says it changed
+        or the very keywords the older names), which neither does when it says it changed
         ("I stopped doing keto" names keto too)."""
         spec = self.slot(slot)
         return spec.apart(older, newer) or (

@@ -180,22 +180,6 @@ def name_words(text: str) -> Names:
 # "Sorry 我来晚了"): those are no names.
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-z]{2,}(?![A-Za-z])")
 _HAN_SIDE = re.compile(r"[\u4e00-\u9fff，。！？；：、（）“”‘’《》]")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
-
-
-def mostly_han(text: str) -> bool | None:
-    """Written in Chinese: at least as many Chinese characters as Latin words (a character
-    is about a word), so a Chinese sentence naming tools or places in English still counts
-    ("我在用 Visual Studio Code 写 TypeScript"), an English one with a Chinese dish does not
-    ("I love 小笼包 from Din Tai Fung"). None for a text with neither ("2024", "👍")."""
-    han = len(_HAN.findall(text))
-    words = len(_LATIN_WORD.findall(text))
-    if not han and not words:
-        return None
-    return han >= words
-
-
 _MIXED_IN = frozenset(
     "review check help write sorry okay hello thanks please yes fine cool nice update fix "
     "debug test deploy merge push pull commit call meeting email ping sync follow note "
@@ -218,6 +202,22 @@ def names_in_han(text: str) -> frozenset[str]:
         if _HAN_SIDE.match(before) or _HAN_SIDE.match(after):
             found.add(m.group().lower())
     return frozenset(found) - _NOT_NAMES - _MIXED_IN
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
+def mostly_han(text: str) -> bool | None:
+    """Written in Chinese: at least as many Chinese characters as Latin words (a character
+    is about a word), so a Chinese sentence naming tools or places in English still counts
+    ("我在用 Visual Studio Code 写 TypeScript"), an English one with a Chinese dish does not
+    ("I love 小笼包 from Din Tai Fung"). None for a text with neither ("2024", "👍")."""
+    han = len(_HAN.findall(text))
+    words = len(_LATIN_WORD.findall(text))
+    if not han and not words:
+        return None
+    return han >= words
 
 
 # Someone, not something: a sentence's subject ("Noah is 11") or a relative's or a pet's
