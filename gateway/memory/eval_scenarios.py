@@ -29,6 +29,7 @@ from gateway.memory.scenario_eval import (
     _Model,
     validation_problems,
 )
+from gateway.memory.textsearch import mostly_han
 
 SHIPPED_EVAL = Path(__file__).resolve().parent.parent / "scenarios" / "eval.yaml"
 
@@ -217,8 +218,6 @@ def load_eval_scenarios(path: Path = SHIPPED_EVAL) -> list[EvalScenario]:
 
 # ----------------------------------------------------------------------------- answer checks
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
 _EMOJI = re.compile(
     "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f1e6-\U0001f1ff\U00002b50\U00002b55"
     "\U0000fe0f\U0000200d]"
@@ -237,9 +236,9 @@ _IMPERIAL = re.compile(
 
 
 def answer_language(text: str) -> Literal["zh", "en"]:
-    """zh when Chinese characters make up at least 30% of the letters, else en."""
-    cjk, latin = len(_CJK.findall(text)), len(_LATIN.findall(text))
-    return "zh" if cjk and cjk >= 0.3 * (cjk + latin) else "en"
+    """zh when the answer is written in Chinese as recall reads a text (``mostly_han``: a
+    Chinese answer naming tools or quoting code in English still is), else en."""
+    return "zh" if mostly_han(text) else "en"
 
 
 @dataclass(frozen=True, slots=True)

@@ -415,15 +415,13 @@ class SlotSpec(_Model):
         return bool(named) and named == self.keywords_named(older)
 
     def values_named(self, text: str) -> frozenset[str]:
-        """What of this slot a text names, as written (lower-cased): its keywords and what its
-        patterns take ("mysql", "provider")."""
+        """What of this slot a text names, as written (lower-cased): its keywords (but the
+        ``generic`` ones) and what its patterns take ("mysql", "provider")."""
         folded = normalize(text)
         found = {
             m.group().lower() for rule in self.patterns for m in rule.compiled.finditer(folded)
         }
-        if self.keyword_regex is not None:
-            found.update(m.group().lower() for m in self.keyword_regex.finditer(folded))
-        return frozenset(found)
+        return frozenset(found) | self.keywords_named(text)
 
     def aspects_of(self, text: str) -> frozenset[str]:
         """The ``aspects`` a ``normalize``d text names."""

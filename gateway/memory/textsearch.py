@@ -208,6 +208,7 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
+@lru_cache(maxsize=8192)
 def mostly_han(text: str) -> bool | None:
     """Written in Chinese: at least as many Chinese characters as Latin words (a character
     is about a word), so a Chinese sentence naming tools or places in English still counts
