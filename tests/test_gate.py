@@ -796,6 +796,17 @@ def test_time_comes_only_from_the_argument() -> None:
         ("The app keeps the data in sync across devices", None),
         ("This PR has no database migrations", None),
         ("Moved to Reaper last year, not looking back", "daw"),
+        # a project's data told as kept in a file is its database; a job held for years at
+        # a named firm is the job; notes kept on paper are neither
+        ("tracker 的记录都存在 log.json 里", "database"),
+        ("The scores are kept in a results.csv file for now", "database"),
+        ("我把成绩记在本子上", None),
+        ("I've been a data engineer at Northwind for six years", "job"),
+        ("I've been a member at the climbing gym for two years", None),
+        # a site's host named beside its generator; Python's own editor, written as its name
+        ("blog is built with Jekyll and hosted on GitHub Pages", "hosting"),
+        ("I only write Python in IDLE", "editor"),
+        ("The build server sat idle all weekend", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

@@ -985,6 +985,18 @@ def test_the_users_hours_meet_plans_of_the_users_time(
         ("I'm 68", "health", True),
         ("我今年73岁了", "health", True),
         ("给70岁的老人买什么礼物", "health", False),
+        # money lost at cards, a workbook's exercises, a match streamed, a log looked for, a
+        # holiday's homework
+        ("Lost 30 pounds at the poker table on Friday", "fitness", False),
+        ("What exercises suit a beginner learning Spanish grammar?", "fitness", False),
+        ("Where can I watch the final online?", "place", False),
+        ("我在哪里可以看到这个报错的日志", "place", False),
+        ("孩子暑假作业太多了", "travel", False),
+        ("Which carrier has the best coverage out in rural areas?", "where_to_live", False),
+        # a phone plan is no set meal; a dog called Potato walked is no food
+        ("帮我对比一下几家运营商给学生的套餐", "food", False),
+        ("土豆每天晚上要遛一个小时", "food", False),
+        ("土豆丝怎么炒才脆", "food", True),
     ],
 )
 def test_a_topic_is_what_a_text_is_about(

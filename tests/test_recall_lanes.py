@@ -2066,6 +2066,41 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # a flight to see family, K-dramas to learn Korean by
         ("国庆带爸妈飞三亚看姑姑", "travel", "coding"),
         ("Do K-dramas with Korean subtitles help you learn?", "language_learning", "coding"),
+        # weight to lose in pounds, a race time aimed at and exercises asked for are
+        # fitness; a home breathing machine is health; a weak subject is study; light
+        # pollution is photography; a calligraphy hand is a craft, no code; a language named
+        # in Chinese is learnt; where to see a show or take a class asks where the user is;
+        # working hours are the user's hours; a school holiday's dates are time to go away
+        ("今年想再减掉 15 磅", "fitness", "coding"),
+        ("今年想把十公里跑进五十分钟", "fitness", "coding"),
+        ("What exercises can my dad do after his hip surgery?", "fitness", "coding"),
+        ("坐飞机能带家用呼吸机吗", "health", "coding"),
+        ("Geometry is my weakest subject", "study", "coding"),
+        ("我家在市中心，光污染很严重，还能拍星星吗", "photography", "coding"),
+        ("I've been doing clerical script for a year now", "crafts", "coding"),
+        ("我想年底前把荷兰语学到能看报纸", "language_learning", "coding"),
+        ("有哪些地方能看昆曲演出？", "place", "coding"),
+        ("Where can I take a beginners' pottery class on Saturdays?", "place", "coding"),
+        ("我朝九晚六，经常加班", "timetable", "coding"),
+        ("孩子的寒假放到二月底", "travel", "coding"),
+        # what to bring, a wedding to shoot, something fun to do, bills split, a low
+        # ferritin, a surf trip, a Go rank, bloating, uric acid, flashcards, fuel on a ride,
+        # honey taken off the hives, a boat paddled out, a shoulder that will not lift
+        ("下周去云南，要带点什么？", "packing", "coding"),
+        ("下个月要去杭州拍一场婚礼", "photography", "coding"),
+        ("下班后想找点好玩的事做", "free_time", "coding"),
+        ("水电费我们五五分", "money", "coding"),
+        ("How do we split the bill fairly when one of us works from home?", "money", "coding"),
+        ("My ferritin came back low again", "food", "coding"),
+        ("Thinking of a surf trip to Morocco in March", "sports", "coding"),
+        ("He's 12 kyu at Go now", "games", "coding"),
+        ("吃完饭总是胀气，怎么回事", "health", "coding"),
+        ("医生让我把尿酸控制住", "food", "coding"),
+        ("I do twenty minutes of Anki before breakfast", "language_learning", "coding"),
+        ("How should I fuel on a three-hour ride?", "food", "coding"),
+        ("摇蜜要准备哪些工具", "garden", "coding"),
+        ("Is it safe to take the kayak out in this wind?", "exertion", "coding"),
+        ("右肩举不过头，做什么运动好", "mobility", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
