@@ -361,6 +361,10 @@ HORIZONS = [
     ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
+    # ... in Chinese numerals as well as figures
+    ("四月十二号飞成都，待两周", "plan", datetime(2025, 4, 13, tzinfo=UTC)),
+    ("十月一日全家去北京", "plan", datetime(2025, 10, 2, tzinfo=UTC)),
+    ("三月二十九号交开题报告", "plan", datetime(2025, 3, 30, tzinfo=UTC)),
     # a wish said for these two weeks lapses with them; a fact of the user said with a time
     # is an event, not a span ("started a new job this week" holds)
     ("这两个星期回复都简短点，在赶项目", "preference", NOW + 14 * DAY),
@@ -481,6 +485,11 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         ("装修总预算控制在十五万以内", "goal", NOW + 180 * DAY),
         ("Total budget for the garden redo is £8k, keep it under that", "goal", NOW + 180 * DAY),
         ("I want a budget laptop for uni", "goal", None),
+        # one set for an age or for retirement is a year's, however far off the age
+        ("我想在六十岁之前把车贷还清", "goal", NOW + 365 * DAY),
+        ("Want to be mortgage-free before I retire", "goal", NOW + 365 * DAY),
+        ("paying off the flat by age 55", "goal", NOW + 365 * DAY),
+        ("Goal: a sub-45 10k, I'm 45 now", "goal", None),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to run a marathon", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),

@@ -997,6 +997,9 @@ def test_the_users_hours_meet_plans_of_the_users_time(
         ("帮我对比一下几家运营商给学生的套餐", "food", False),
         ("土豆每天晚上要遛一个小时", "food", False),
         ("土豆丝怎么炒才脆", "food", True),
+        # a dish cooked and a cat kept grow nothing
+        ("番茄炒蛋怎么做", "garden", False),
+        ("养猫要注意什么", "garden", False),
     ],
 )
 def test_a_topic_is_what_a_text_is_about(

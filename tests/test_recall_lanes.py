@@ -2101,6 +2101,27 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("摇蜜要准备哪些工具", "garden", "coding"),
         ("Is it safe to take the kayak out in this wind?", "exertion", "coding"),
         ("右肩举不过头，做什么运动好", "mobility", "coding"),
+        # frisbee and a lead grade are sport; a new car picked up, half-retired consulting, a
+        # pet's prescription diet, a singing voice warmed up, phrases of a language, a
+        # grandmother called 阿嬤, a relative staying (meals), weeding (effort), coffee by the
+        # cup (sleep), a crop grown bigger
+        ("每周三晚上练飞盘", "sports", "coding"),
+        ("目标是年底前先锋爬 5.10d", "sports", "coding"),
+        ("新车刚提车一周，磨合期要注意什么", "vehicles", "coding"),
+        ("I'm semi-retired and do a bit of consulting", "work", "coding"),
+        ("The vet put our cat on a prescription diet", "pets", "coding"),
+        ("Any tips to warm up my voice before choir practice?", "music", "coding"),
+        (
+            "Teach me some Japanese phrases for ordering at a restaurant",
+            "language_learning",
+            "coding",
+        ),
+        ("教我几句简单的粤语，见家长用", "language_learning", "coding"),
+        ("阿嬤下个月过八十大寿", "parent", "coding"),
+        ("我妹妹下周来住我们家一个月", "food", "coding"),
+        ("周末要给院子除草", "exertion", "coding"),
+        ("I drink three cups of black coffee a day", "sleep", "coding"),
+        ("番茄怎么种得更大更甜", "garden", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(

@@ -738,8 +738,10 @@ def _count(word: str) -> float | None:
         return int(word)
     if word in _NUMERALS:
         return _NUMERALS[word]
-    if len(word) == 2 and word[0] == "十" and word[1] in _NUMERALS:  # 十二
-        return 10 + _NUMERALS[word[1]]
+    # 十二, 二十, 三十一: a day of the month written in Chinese numerals
+    tens, ten, units = word.partition("十")
+    if ten and tens in ("", "二", "三") and (not units or units in tuple("一二三四五六七八九")):
+        return (_NUMERALS[tens] if tens else 1) * 10 + (_NUMERALS[units] if units else 0)
     return None
 
 
@@ -812,7 +814,10 @@ class HorizonRule(RuleSpec):
         year = found.groupdict().get("year")
         day = found.groupdict().get("day")
         if day:
-            return _day_end(saved, int(year) if year else None, month, int(day))
+            number = _count(day)
+            if number is None or number != int(number):
+                return None
+            return _day_end(saved, int(year) if year else None, month, int(number))
         if year:  # "by June 2028", "2028年3月前": that year's month
             end = _month_end(int(year), month)
             return end if end > saved else None
