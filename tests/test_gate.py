@@ -365,6 +365,14 @@ HORIZONS = [
     ("四月十二号飞成都，待两周", "plan", datetime(2025, 4, 13, tzinfo=UTC)),
     ("十月一日全家去北京", "plan", datetime(2025, 10, 2, tzinfo=UTC)),
     ("三月二十九号交开题报告", "plan", datetime(2025, 3, 30, tzinfo=UTC)),
+    ("周五八月二号出发", "plan", datetime(2025, 8, 3, tzinfo=UTC)),
+    ("十二月三十一号前交齐材料", "plan", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("新学期4月1号开学", "plan", datetime(2025, 4, 2, tzinfo=UTC)),
+    # a day the month does not have names no end (the type's lifetime holds); twenty days
+    # are twenty, a hundred and twenty none this reads
+    ("二月三十号交房", "plan", NOW + 14 * DAY),
+    ("二十天后出发去西藏", "plan", NOW + 20 * DAY),
+    ("一百二十天后出发", "plan", NOW + 14 * DAY),
     # a wish said for these two weeks lapses with them; a fact of the user said with a time
     # is an event, not a span ("started a new job this week" holds)
     ("这两个星期回复都简短点，在赶项目", "preference", NOW + 14 * DAY),
@@ -490,6 +498,7 @@ def test_a_day_of_the_month_alone_is_the_next_such_day(
         ("Want to be mortgage-free before I retire", "goal", NOW + 365 * DAY),
         ("paying off the flat by age 55", "goal", NOW + 365 * DAY),
         ("Goal: a sub-45 10k, I'm 45 now", "goal", None),
+        ("旧系统退休前要迁完", "goal", None),
         # a goal of another kind keeps its type's month; a wish is no goal
         ("I want to run a marathon", "goal", None),
         ("cut down on the jargon in your answers", "preference", None),
@@ -808,14 +817,18 @@ def test_time_comes_only_from_the_argument() -> None:
         # a project's data told as kept in a file is its database; a job held for years at
         # a named firm is the job; notes kept on paper are neither
         ("tracker 的记录都存在 log.json 里", "database"),
-        ("The scores are kept in a results.csv file for now", "database"),
+        ("The readings are kept in a results.csv file for now", "database"),
         ("我把成绩记在本子上", None),
         ("I've been a data engineer at Northwind for six years", "job"),
         ("I've been a member at the climbing gym for two years", None),
         # a site's host named beside its generator; Python's own editor, written as its name
-        ("blog is built with Jekyll and hosted on GitHub Pages", "hosting"),
+        ("docs site: Jekyll, deployed to GitHub Pages", "hosting"),
         ("I only write Python in IDLE", "editor"),
         ("The build server sat idle all weekend", None),
+        # a membership held for years, results a benchmark writes, a status in capitals
+        ("I've been a gym member at PureGym for five years", None),
+        ("benchmark results are written to a JSON file", None),
+        ("worker pods show status IDLE", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:

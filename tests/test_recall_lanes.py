@@ -2079,9 +2079,9 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("我家在市中心，光污染很严重，还能拍星星吗", "photography", "coding"),
         ("I've been doing clerical script for a year now", "crafts", "coding"),
         ("我想年底前把荷兰语学到能看报纸", "language_learning", "coding"),
-        ("有哪些地方能看昆曲演出？", "place", "coding"),
+        ("南京哪里能看昆曲演出？", "place", "coding"),
         ("Where can I take a beginners' pottery class on Saturdays?", "place", "coding"),
-        ("我朝九晚六，经常加班", "timetable", "coding"),
+        ("上班朝九晚六，周六偶尔加班", "timetable", "coding"),
         ("孩子的寒假放到二月底", "travel", "coding"),
         # what to bring, a wedding to shoot, something fun to do, bills split, a low
         # ferritin, a surf trip, a Go rank, bloating, uric acid, flashcards, fuel on a ride,
@@ -2091,14 +2091,14 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("下班后想找点好玩的事做", "free_time", "coding"),
         ("水电费我们五五分", "money", "coding"),
         ("How do we split the bill fairly when one of us works from home?", "money", "coding"),
-        ("My ferritin came back low again", "food", "coding"),
+        ("Blood test says my ferritin is on the low side", "food", "coding"),
         ("Thinking of a surf trip to Morocco in March", "sports", "coding"),
         ("He's 12 kyu at Go now", "games", "coding"),
         ("吃完饭总是胀气，怎么回事", "health", "coding"),
         ("医生让我把尿酸控制住", "food", "coding"),
         ("I do twenty minutes of Anki before breakfast", "language_learning", "coding"),
         ("How should I fuel on a three-hour ride?", "food", "coding"),
-        ("摇蜜要准备哪些工具", "garden", "coding"),
+        ("摇蜜需要什么工具", "garden", "coding"),
         ("Is it safe to take the kayak out in this wind?", "exertion", "coding"),
         ("右肩举不过头，做什么运动好", "mobility", "coding"),
         # frisbee and a lead grade are sport; a new car picked up, half-retired consulting, a
@@ -2106,7 +2106,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # grandmother called 阿嬤, a relative staying (meals), weeding (effort), coffee by the
         # cup (sleep), a crop grown bigger
         ("每周三晚上练飞盘", "sports", "coding"),
-        ("目标是年底前先锋爬 5.10d", "sports", "coding"),
+        ("年底前想先锋爬 5.10d", "sports", "coding"),
         ("新车刚提车一周，磨合期要注意什么", "vehicles", "coding"),
         ("I'm semi-retired and do a bit of consulting", "work", "coding"),
         ("The vet put our cat on a prescription diet", "pets", "coding"),

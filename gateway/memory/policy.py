@@ -738,7 +738,8 @@ def _count(word: str) -> float | None:
         return int(word)
     if word in _NUMERALS:
         return _NUMERALS[word]
-    # 十二, 二十, 三十一: a day of the month written in Chinese numerals
+    # 十二, 二十, 三十一: a count or a day of the month in Chinese numerals, up to 三十九 (the
+    # rules that read a count take no numeral after 百 or 千: "一百二十天" is no twenty)
     tens, ten, units = word.partition("十")
     if ten and tens in ("", "二", "三") and (not units or units in tuple("一二三四五六七八九")):
         return (_NUMERALS[tens] if tens else 1) * 10 + (_NUMERALS[units] if units else 0)
