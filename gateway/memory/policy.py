@@ -401,9 +401,12 @@ class SlotSpec(_Model):
         for the ``generic`` ones, which name the slot rather than a value of it."""
         if self.keyword_regex is None:
             return frozenset()
-        generic = {g.lower() for g in self.generic}
         found = {m.group().lower() for m in self.keyword_regex.finditer(normalize(text))}
-        return frozenset(found - generic)
+        return frozenset(found - self._generic_lowered)
+
+    @cached_property
+    def _generic_lowered(self) -> frozenset[str]:
+        return frozenset(g.lower() for g in self.generic)
 
     def restates(self, older: str, newer: str) -> bool:
         """Whether the newer text names the very values of this slot the older names, by its
