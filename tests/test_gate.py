@@ -361,6 +361,9 @@ HORIZONS = [
     ("visa interview on 3rd of April", "plan", datetime(2025, 4, 4, tzinfo=UTC)),
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
+    # a month named before what happens in it: "the October exam", "a May wedding"
+    ("I'm aiming for the October B1 exam", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
+    ("Signed up for the November half marathon", "plan", datetime(2025, 12, 1, tzinfo=UTC)),
     # ... in Chinese numerals as well as figures
     ("四月十二号飞成都，待两周", "plan", datetime(2025, 4, 13, tzinfo=UTC)),
     ("十月一日全家去北京", "plan", datetime(2025, 10, 2, tzinfo=UTC)),
@@ -829,10 +832,46 @@ def test_time_comes_only_from_the_argument() -> None:
         ("I've been a gym member at PureGym for five years", None),
         ("benchmark results are written to a JSON file", None),
         ("worker pods show status IDLE", None),
+        # a project's data moved to an online sheet is its store; a name shared with a
+        # language, said of a person, is no language
+        ("库存数据已经搬到腾讯文档的在线表格了", "database"),
+        ("Ruby's really into K-pop dance videos", None),
+        ("Swift is my cat's name", None),
     ],
 )
 def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> None:
     assert decide(content, type="project", project_id="p").slot == slot
+
+
+@pytest.mark.parametrize(
+    ("content", "type_", "slot"),
+    [
+        # the program a user keeps sheets in, and a switch to another; learning one is no
+        # switch, and a project's sheet is its store, not the user's program
+        ("我做表格用的是 WPS", "preference", "spreadsheet_app"),
+        (
+            "Switched to Microsoft Excel 365 last month, no more WPS steps",
+            "preference",
+            "spreadsheet_app",
+        ),
+        ("在学 Excel 管库存", "goal", None),
+        ("The quiz keeps its scores in a Google Sheet now", "project", "project_tool"),
+        # an access need asking for short lines is no length wish a later one replaces
+        ("眼睛老花，回答里别用表格，一行别写太长", "accessibility", "output_format"),
+        ("Keep answers short, under 200 words", "length", "length"),
+        # sketches on television are no shape of answers; an allergy ruling out a diet's
+        # cheese is no diet
+        ("I never miss the New Year gala sketches", "profile", None),
+        ("Use simple sketches when you explain a layout", "preference", "output_format"),
+        ("Allergic to soy too, so soy-based vegan cheese is out", "profile", None),
+        ("I went fully vegan last year, no eggs or dairy", "profile", "diet"),
+    ],
+)
+def test_a_slot_depends_on_the_type_and_the_words(
+    content: str, type_: str, slot: str | None
+) -> None:
+    extra = {"project_id": "p"} if type_ == "project" else {}
+    assert decide(content, type=type_, **extra).slot == slot
 
 
 def test_slot_from_the_caller_wins() -> None:

@@ -2122,6 +2122,27 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("周末要给院子除草", "exertion", "coding"),
         ("I drink three cups of black coffee a day", "sleep", "coding"),
         ("番茄怎么种得更大更甜", "garden", "coding"),
+        # bagpipes, a non-smoking room, a noisy table, a retired racing dog, a language
+        # named in Chinese, money sent home, a licence just got, triglycerides, a language
+        # of one's own to improve, a dive site, a component to write, a sheet's frozen row,
+        # thin air, a walk on a mountain, a ride, a stone to lose, a French climbing grade
+        ("我的风笛簧片一到潮湿天气就不稳定", "music", "coding"),
+        ("I always ask for a non-smoking room", "lodging", "coding"),
+        ("How do I follow the conversation at a noisy table?", "hearing", "coding"),
+        ("我家是一只退役赛犬", "pets", "coding"),
+        ("给我出几个练习威尔士语的句子", "language_learning", "coding"),
+        ("每个月给家里寄两千块", "money", "coding"),
+        ("My son just got his licence, how do I help him practise?", "vehicles", "coding"),
+        ("甘油三酯有点高", "food", "coding"),
+        ("Help me get my Spanish up to scratch before the trip", "language_learning", "coding"),
+        ("Which dive sites suit someone with an AOW cert?", "outings", "coding"),
+        ("Write a component that shows a countdown to the next match", "coding", "food"),
+        ("表格往下拉的时候怎么让第一行固定住", "coding", "food"),
+        ("去拉萨海拔高，要注意什么", "altitude", "coding"),
+        ("周六想去紫金山走走", "exertion", "coding"),
+        ("周末想骑一趟环湖，推荐条骑行路线", "exertion", "coding"),
+        ("I want to lose a stone by the summer", "fitness", "coding"),
+        ("年底前想送出第一条 7a", "sports", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -2129,6 +2150,49 @@ def test_everyday_domains_have_topics_of_their_own(
 ) -> None:
     found = topics_of(text, policy)
     assert topic in found and not_topic not in found, found
+
+
+@pytest.mark.parametrize(
+    ("text", "topic"),
+    [
+        # a job held or once held, said in either language
+        ("我是 UX 设计师，主要负责共享单车 app 的流程", "work"),
+        ("I was a school nurse in Leeds for 20 years", "work"),
+        ("我当了二十年会计", "work"),
+        ("Played the bagpipes since I was twelve", "music"),
+        ("Had a stent put in last spring", "heart"),
+    ],
+)
+def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
+    from gateway.memory.policy import derive_slot
+
+    slot = derive_slot(text, policy, "profile")
+    assert topic in memory_topics(text, policy, "profile", slot)
+
+
+@pytest.mark.parametrize(
+    ("text", "not_topic"),
+    [
+        # a habit after a meal, one's own teenage years, playing in a bar, a sink's pipes,
+        # a hook for a coat rack, a habit kept for years, a K-pop video watched
+        ("Ava practises the cello every evening after dinner", "food"),
+        ("I've surfed since I was a teenager", "child"),
+        ("我每周六晚上在清吧驻唱", "food"),
+        ("The pipes under the sink are leaking", "music"),
+        ("Help me build a hook for the coat rack", "coding"),
+        ("I was a heavy smoker for ten years", "work"),
+        ("Ruby's really into K-pop dance videos", "fitness"),
+    ],
+)
+def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic: str) -> None:
+    assert not_topic not in memory_topics(text, policy, "profile", None)
+    assert not_topic not in topics_of(text, policy)
+
+
+def test_a_heart_condition_reaches_effort_and_thin_air(policy: Policy) -> None:
+    """A stent limits what a ride, a climb or a trip up high may ask of the body."""
+    for asked in ("这个周末想骑一趟，推荐条路线", "去香格里拉海拔高，要注意什么"):
+        assert "heart" in policy.topics_reaching(topics_of(asked, policy)), asked
 
 
 def test_effort_reaches_a_pregnancy_and_crustaceans_are_food(policy: Policy) -> None:
