@@ -865,6 +865,9 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
         ("Use simple sketches when you explain a layout", "preference", "output_format"),
         ("Allergic to soy too, so soy-based vegan cheese is out", "profile", None),
         ("I went fully vegan last year, no eggs or dairy", "profile", "diet"),
+        # moved into a named home; not someone else's move
+        ("上个月搬进了 Burlington 的一个老年公寓，离湖边很近", "profile", "location"),
+        ("我女儿搬进了学校附近的公寓", "profile", None),
     ],
 )
 def test_a_slot_depends_on_the_type_and_the_words(

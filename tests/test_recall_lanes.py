@@ -2143,6 +2143,17 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("周末想骑一趟环湖，推荐条骑行路线", "exertion", "coding"),
         ("I want to lose a stone by the summer", "fitness", "coding"),
         ("年底前想送出第一条 7a", "sports", "coding"),
+        # a serve drilled, a living earned, a tribute gig, a startup left, sodium and a
+        # coffee machine's steam wand, a diabetes tablet, a full-court game, the twins
+        ("Put together an on-court drill plan to improve my serve", "sports", "home"),
+        ("How do I explain what I do for a living to a ten-year-old?", "work", "coding"),
+        ("Taking my brother to a tribute gig on Friday", "music", "coding"),
+        ("Should I quit my startup for a job offer from a big firm?", "work", "coding"),
+        ("医生让我把每天的钠控制在两克以内", "food", "budget"),
+        ("德龙的蒸汽棒打奶泡老是粗", "food", "coding"),
+        ("I'm on metformin, what breakfast keeps my sugar steady?", "food", "coding"),
+        ("周六下午约了朋友打全场", "sports", "coding"),
+        ("What should I plan for the twins' birthday?", "child", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -2161,6 +2172,10 @@ def test_everyday_domains_have_topics_of_their_own(
         ("我当了二十年会计", "work"),
         ("Played the bagpipes since I was twelve", "music"),
         ("Had a stent put in last spring", "heart"),
+        # a cost a month; a grown child away at university
+        ("猫粮加猫砂一个月大概三百块", "money"),
+        ("The allotment costs £12 a month", "money"),
+        ("儿子在成都读大二", "grown_child"),
     ],
 )
 def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
@@ -2182,11 +2197,23 @@ def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
         ("Help me build a hook for the coat rack", "coding"),
         ("I was a heavy smoker for ten years", "work"),
         ("Ruby's really into K-pop dance videos", "fitness"),
+        # "about" a month is no baby's age; sodium in milligrams is no budget; a child
+        # at school somewhere is no reading; a drill plan is no tool
+        ("猫粮一个月大概两百块", "child"),
+        ("医生让我每天的钠控制在1500毫克以内", "budget"),
+        ("女儿在北京读书", "books"),
+        ("Make me a drill plan for my second serve", "home"),
     ],
 )
 def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic: str) -> None:
     assert not_topic not in memory_topics(text, policy, "profile", None)
     assert not_topic not in topics_of(text, policy)
+
+
+def test_a_hearing_aid_reaches_a_packing_list(policy: Policy) -> None:
+    """Hearing aid batteries go on the list for a week away."""
+    asked = topics_of("Make me a packing list for a week visiting my son", policy)
+    assert "hearing" in policy.topics_reaching(asked)
 
 
 def test_a_heart_condition_reaches_effort_and_thin_air(policy: Policy) -> None:

@@ -212,6 +212,26 @@ def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy
     assert first_failure(allergy(0.1), off, in_blog, NOW, words) is None
 
 
+def test_the_users_tools_meet_a_projects_code_and_a_coding_task(policy: Policy) -> None:
+    """An editor switched to ("我现在改用 VS Code 了") is how the user works on any
+    project's code, though the project's words link nothing else of the user's life."""
+    bar = policy.recall.relevance
+    assert "coding" in bar.tools_in_projects
+    assert "coding" in bar.meaning_only_in_tasks
+
+    def editor(slot: str | None) -> Candidate:
+        cand = topical("我现在改用 VS Code 了", 0.2, vector=0.15, slot=slot)
+        cand.topics = ("coding",)
+        return cand
+
+    words = frozenset({"debugger", "flask", "route"})
+    coding = Identity("t", "u", None, "on", "tr_code", task="coding")
+    for who in (ME, coding):
+        assert first_failure(editor("editor"), policy, who, NOW, words) is None
+        # a memory of the topic in no slot is the user's life, not a tool
+        assert first_failure(editor(None), policy, who, NOW, words) == "threshold"
+
+
 def test_in_a_work_task_the_users_life_is_relevant_on_meaning_alone(policy: Policy) -> None:
     """A handover of patients' health is the work's subject: the user's bad back does not
     reach it by the shared topic. A task about the user's own life (a trip) is not so."""

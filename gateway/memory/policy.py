@@ -1099,6 +1099,11 @@ class RelevanceSpec(_Model):
     # project is about (a recipe app is "about" food), not the user, so a shared topic, word
     # or name says nothing of whether a nut allergy matters to a page layout.
     meaning_only_in_projects: bool = False
+    # ... but for the user's tools, in a project or in a task of ``meaning_only_in_tasks``:
+    # a memory in a slot (an editor, a language, an OS) that shares one of these topics
+    # with the request is about how the user works on any project's code ("switched to VS
+    # Code" for setting up a debugger in a project)
+    tools_in_projects: tuple[Name, ...] = ()
     # Likewise in a request naming one of these tasks ("work"): a handover of patients'
     # health or a class handout is the work's subject, not the user's, so the user's bad back
     # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still

@@ -198,9 +198,14 @@ def relevant(
     # in a project or a task the request's words describe the project or the work, not the
     # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life,
     # but for a plan of the coming days a task's request names (the `due` test below)
-    in_code = cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects
+    # ... but for the user's tools (RelevanceSpec.tools_in_projects): an editor, a language
+    # or an OS is how the user works on any project's code and in any coding task
+    tool = bool(cand.memory.slot) and not set(bar.tools_in_projects).isdisjoint(cand.topics)
+    in_code = (
+        cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects and not tool
+    )
     linked = not in_code and (
-        cand.memory.scope != "global" or task not in bar.meaning_only_in_tasks
+        cand.memory.scope != "global" or task not in bar.meaning_only_in_tasks or tool
     )
     # the embedder rates a pair of texts across languages lower than the same pair in one
     # (RelevanceSpec.other_language_discount); not where meaning alone links the user's life
