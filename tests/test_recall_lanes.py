@@ -2154,6 +2154,7 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("I'm on metformin, what breakfast keeps my sugar steady?", "food", "coding"),
         ("周六下午约了朋友打全场", "sports", "coding"),
         ("What should I plan for the twins' birthday?", "child", "coding"),
+        ("Any gift ideas for the girls' upcoming birthday?", "child", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
