@@ -364,6 +364,9 @@ HORIZONS = [
     # a month named before what happens in it: "the October exam", "a May wedding"
     ("I'm aiming for the October B1 exam", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
     ("Signed up for the November half marathon", "plan", datetime(2025, 12, 1, tzinfo=UTC)),
+    # ... not one already past, nor a name
+    ("Run a sub-4 marathon; I did the October one in 4:20 last year", "goal", NOW + 30 * DAY),
+    ("Help our June plan her wedding", "goal", NOW + 30 * DAY),
     # ... in Chinese numerals as well as figures
     ("四月十二号飞成都，待两周", "plan", datetime(2025, 4, 13, tzinfo=UTC)),
     ("十月一日全家去北京", "plan", datetime(2025, 10, 2, tzinfo=UTC)),
@@ -868,6 +871,11 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
         # moved into a named home; not someone else's move
         ("上个月搬进了 Burlington 的一个老年公寓，离湖边很近", "profile", "location"),
         ("我女儿搬进了学校附近的公寓", "profile", None),
+        ("奶奶上个月搬进了镇上的一个老年公寓", "profile", None),
+        # a diet's own products are the diet; a program left for code, a word processor
+        ("I'm vegan, so I only buy vegan products", "profile", "diet"),
+        ("I switched from Excel to Python for my data analysis", "profile", "programming_language"),
+        ("I write my novels in LibreOffice", "profile", None),
     ],
 )
 def test_a_slot_depends_on_the_type_and_the_words(

@@ -226,10 +226,17 @@ def test_the_users_tools_meet_a_projects_code_and_a_coding_task(policy: Policy) 
 
     words = frozenset({"debugger", "flask", "route"})
     coding = Identity("t", "u", None, "on", "tr_code", task="coding")
-    for who in (ME, coding):
+    in_blog = Identity("t", "u", "blog", "on", "tr_blog")
+    for who in (ME, coding, in_blog):
         assert first_failure(editor("editor"), policy, who, NOW, words) is None
-        # a memory of the topic in no slot is the user's life, not a tool
+        # a memory of the topic in no slot, or in a slot of the user's life that a stray
+        # word ties to code ("I live near the port"), is the user's life, not a tool
         assert first_failure(editor(None), policy, who, NOW, words) == "threshold"
+        assert first_failure(editor("location"), policy, who, NOW, words) == "threshold"
+        # ... and a tool the request shares no topic with is judged on its meaning
+        other = editor("editor")
+        other.topics = ()
+        assert first_failure(other, policy, who, NOW, words) == "threshold"
 
 
 def test_in_a_work_task_the_users_life_is_relevant_on_meaning_alone(policy: Policy) -> None:

@@ -146,6 +146,7 @@ def first_failure(
         general=general,
         due=_due(m, policy.recall.relevance.due_within_days),
         subject_words=policy.vocabulary,
+        tool_slots=policy.tool_slots,
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -176,6 +177,7 @@ def relevant(
     general: bool = False,
     due: bool = False,
     subject_words: frozenset[str] = frozenset(),
+    tool_slots: frozenset[str] = frozenset(),
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated
@@ -198,9 +200,10 @@ def relevant(
     # in a project or a task the request's words describe the project or the work, not the
     # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life,
     # but for a plan of the coming days a task's request names (the `due` test below)
-    # ... but for the user's tools (RelevanceSpec.tools_in_projects): an editor, a language
-    # or an OS is how the user works on any project's code and in any coding task
-    tool = bool(cand.memory.slot) and not set(bar.tools_in_projects).isdisjoint(cand.topics)
+    # ... but for the user's tools (RelevanceSpec.tools_in_projects, ``tool_slots`` their
+    # topics' slots): an editor, a language or an OS is how the user works on any project's
+    # code and in any coding task; a diet or a home that a stray word ties to code is not
+    tool = cand.memory.slot in tool_slots and not set(bar.tools_in_projects).isdisjoint(cand.topics)
     in_code = (
         cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects and not tool
     )
