@@ -876,6 +876,16 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
         ("I'm vegan, so I only buy vegan products", "profile", "diet"),
         ("I switched from Excel to Python for my data analysis", "profile", "programming_language"),
         ("I write my novels in LibreOffice", "profile", None),
+        # a trade said of oneself in any word for one; a membership is none
+        ("我是门多萨一家酒庄的酿酒师", "profile", "job"),
+        ("我是健身房的会员", "profile", None),
+        # a site generator and a mini-program's cloud store, named in English
+        ("We rewrote the docs site in Astro last month", "project", "project_tool"),
+        (
+            "The app keeps its bookings in the WeChat Cloud Development database",
+            "project",
+            "database",
+        ),
     ],
 )
 def test_a_slot_depends_on_the_type_and_the_words(

@@ -2155,6 +2155,13 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         ("周六下午约了朋友打全场", "sports", "coding"),
         ("What should I plan for the twins' birthday?", "child", "coding"),
         ("Any gift ideas for the girls' upcoming birthday?", "child", "coding"),
+        # a cat's hairballs, two girls at home, a wheel to throw on, a tango class, a place
+        # within reach of home
+        ("猫最近老是吐毛球，正常吗？", "pets", "coding"),
+        ("Ideas for a rainy Sunday at home with my two girls?", "child", "coding"),
+        ("推荐几个适合学拉坯的频道", "crafts", "coding"),
+        ("周四探戈课上要做个自我介绍", "fitness", "coding"),
+        ("Where can I fish within half an hour of home?", "place", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -2177,6 +2184,12 @@ def test_everyday_domains_have_topics_of_their_own(
         ("猫粮加猫砂一个月大概三百块", "money"),
         ("The allotment costs £12 a month", "money"),
         ("儿子在成都读大二", "grown_child"),
+        # a daily tablet, a biologic, an iodine-free diet, an income, children by their ages
+        ("我每天早上吃一片优甲乐", "health"),
+        ("我每两周打一次 Humira", "health"),
+        ("甲亢要忌碘，盐用无碘盐", "food"),
+        ("My husband makes about 4k a month driving", "money"),
+        ("The girls are 6 and 4 and both just learned to swim", "child"),
     ],
 )
 def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
@@ -2228,9 +2241,12 @@ def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic:
 
 
 def test_a_hearing_aid_reaches_a_packing_list(policy: Policy) -> None:
-    """Hearing aid batteries go on the list for a week away."""
+    """Hearing aid batteries go on the list for a week away, and a device the body
+    carries (a pacemaker's card, a pump's supplies) on the list and the trip."""
     asked = topics_of("Make me a packing list for a week visiting my son", policy)
-    assert "hearing" in policy.topics_reaching(asked)
+    assert {"hearing", "implants"} <= policy.topics_reaching(asked)
+    trip = topics_of("Plan a 5-day trip in September to visit our grandson", policy)
+    assert "implants" in policy.topics_reaching(trip)
 
 
 def test_a_heart_condition_reaches_effort_and_thin_air(policy: Policy) -> None:
