@@ -2241,12 +2241,10 @@ def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic:
 
 
 def test_a_hearing_aid_reaches_a_packing_list(policy: Policy) -> None:
-    """Hearing aid batteries go on the list for a week away, and a device the body
-    carries (a pacemaker's card, a pump's supplies) on the list and the trip."""
+    """Hearing aid batteries go on the list for a week away, and so do a device's card
+    and supplies (a pacemaker, an insulin pump)."""
     asked = topics_of("Make me a packing list for a week visiting my son", policy)
     assert {"hearing", "implants"} <= policy.topics_reaching(asked)
-    trip = topics_of("Plan a 5-day trip in September to visit our grandson", policy)
-    assert "implants" in policy.topics_reaching(trip)
 
 
 def test_a_heart_condition_reaches_effort_and_thin_air(policy: Policy) -> None:
