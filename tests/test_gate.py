@@ -879,8 +879,11 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
         # a trade said of oneself in any word for one; a membership is none
         ("我是门多萨一家酒庄的酿酒师", "profile", "job"),
         ("我是健身房的会员", "profile", None),
+        ("我是这个家庭的一员", "profile", None),
+        ("我是游戏里的法师", "profile", None),
         # a site generator and a mini-program's cloud store, named in English
         ("We rewrote the docs site in Astro last month", "project", "project_tool"),
+        ("Hugo is handling QA for the release", "project", None),
         (
             "The app keeps its bookings in the WeChat Cloud Development database",
             "project",

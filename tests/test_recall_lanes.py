@@ -2158,7 +2158,6 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # a cat's hairballs, two girls at home, a wheel to throw on, a tango class, a place
         # within reach of home
         ("猫最近老是吐毛球，正常吗？", "pets", "coding"),
-        ("Ideas for a rainy Sunday at home with my two girls?", "child", "coding"),
         ("推荐几个适合学拉坯的频道", "crafts", "coding"),
         ("周四探戈课上要做个自我介绍", "fitness", "coding"),
         ("Where can I fish within half an hour of home?", "place", "coding"),
@@ -2233,6 +2232,13 @@ def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
         ("It was hard to hear the news about my friend", "hearing"),
         ("女儿才上小学，以后想送她出国留学", "grown_child"),
         ("孩子读大一点的绘本比较好", "grown_child"),
+        # toast by the slice, a jumper's bobbles, a steering wheel, greyhounds called the
+        # girls, things made a week
+        ("我每天早上吃一片全麦面包", "health"),
+        ("我的毛衣洗了几次就起毛球了", "pets"),
+        ("I fell asleep on the wheel once and nearly crashed", "crafts"),
+        ("Our girls are 2 and 5, both rescue greyhounds", "child"),
+        ("I make about 3 a week and sell them at the market", "money"),
     ],
 )
 def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic: str) -> None:
