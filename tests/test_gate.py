@@ -362,7 +362,7 @@ HORIZONS = [
     ("4月10日之前要交期末成绩", "plan", datetime(2025, 4, 11, tzinfo=UTC)),
     ("dentist Feb 3", "plan", datetime(2026, 2, 4, tzinfo=UTC)),
     # a month named before what happens in it: "the October exam", "a May wedding"
-    ("I'm aiming for the October B1 exam", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
+    ("Working towards the October IELTS exam", "goal", datetime(2025, 11, 1, tzinfo=UTC)),
     ("Signed up for the November half marathon", "plan", datetime(2025, 12, 1, tzinfo=UTC)),
     # ... not one already past, nor a name
     ("Run a sub-4 marathon; I did the October one in 4:20 last year", "goal", NOW + 30 * DAY),
@@ -837,8 +837,8 @@ def test_time_comes_only_from_the_argument() -> None:
         ("worker pods show status IDLE", None),
         # a project's data moved to an online sheet is its store; a name shared with a
         # language, said of a person, is no language
-        ("库存数据已经搬到腾讯文档的在线表格了", "database"),
-        ("Ruby's really into K-pop dance videos", None),
+        ("报名数据已经挪到飞书表格里了", "database"),
+        ("Julia is obsessed with horse books", None),
         ("Swift is my cat's name", None),
     ],
 )
@@ -851,33 +851,33 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
     [
         # the program a user keeps sheets in, and a switch to another; learning one is no
         # switch, and a project's sheet is its store, not the user's program
-        ("我做表格用的是 WPS", "preference", "spreadsheet_app"),
+        ("我平时做表格都用 WPS", "preference", "spreadsheet_app"),
         (
-            "Switched to Microsoft Excel 365 last month, no more WPS steps",
+            "Moved over to Excel 365 this spring, please drop the WPS steps",
             "preference",
             "spreadsheet_app",
         ),
         ("在学 Excel 管库存", "goal", None),
         ("The quiz keeps its scores in a Google Sheet now", "project", "project_tool"),
         # an access need asking for short lines is no length wish a later one replaces
-        ("眼睛老花，回答里别用表格，一行别写太长", "accessibility", "output_format"),
-        ("Keep answers short, under 200 words", "length", "length"),
+        ("我眼神不好，回复里不要用表格，每行写短一点", "accessibility", "output_format"),
+        ("Keep replies brief, 150 words max", "length", "length"),
         # sketches on television are no shape of answers; an allergy ruling out a diet's
         # cheese is no diet
         ("I never miss the New Year gala sketches", "profile", None),
         ("Use simple sketches when you explain a layout", "preference", "output_format"),
         ("Allergic to soy too, so soy-based vegan cheese is out", "profile", None),
-        ("I went fully vegan last year, no eggs or dairy", "profile", "diet"),
+        ("Gone fully vegan since March, no dairy at all", "profile", "diet"),
         # moved into a named home; not someone else's move
-        ("上个月搬进了 Burlington 的一个老年公寓，离湖边很近", "profile", "location"),
+        ("去年秋天搬进了 Hove 的一个海边公寓", "profile", "location"),
         ("我女儿搬进了学校附近的公寓", "profile", None),
-        ("奶奶上个月搬进了镇上的一个老年公寓", "profile", None),
+        ("外婆去年搬进了镇上的养老院", "profile", None),
         # a diet's own products are the diet; a program left for code, a word processor
         ("I'm vegan, so I only buy vegan products", "profile", "diet"),
         ("I switched from Excel to Python for my data analysis", "profile", "programming_language"),
         ("I write my novels in LibreOffice", "profile", None),
         # a trade said of oneself in any word for one; a membership is none
-        ("我是门多萨一家酒庄的酿酒师", "profile", "job"),
+        ("我是镇上一家面包店的烘焙师", "profile", "job"),
         ("我是健身房的会员", "profile", None),
         ("我是这个家庭的一员", "profile", None),
         ("我是游戏里的法师", "profile", None),
@@ -885,7 +885,7 @@ def test_slot_is_derived_from_the_content(content: str, slot: str | None) -> Non
         ("We rewrote the docs site in Astro last month", "project", "project_tool"),
         ("Hugo is handling QA for the release", "project", None),
         (
-            "The app keeps its bookings in the WeChat Cloud Development database",
+            "Bookings are stored in a Cloud Development database",
             "project",
             "database",
         ),

@@ -2126,41 +2126,41 @@ def test_topics_link_what_shares_no_words(policy: Policy) -> None:
         # named in Chinese, money sent home, a licence just got, triglycerides, a language
         # of one's own to improve, a dive site, a component to write, a sheet's frozen row,
         # thin air, a walk on a mountain, a ride, a stone to lose, a French climbing grade
-        ("我的风笛簧片一到潮湿天气就不稳定", "music", "coding"),
+        ("风笛簧片怎么保养", "music", "coding"),
         ("I always ask for a non-smoking room", "lodging", "coding"),
-        ("How do I follow the conversation at a noisy table?", "hearing", "coding"),
+        ("Tips for a noisy table at my cousin's wedding?", "hearing", "coding"),
         ("我家是一只退役赛犬", "pets", "coding"),
-        ("给我出几个练习威尔士语的句子", "language_learning", "coding"),
+        ("威尔士语的过去时怎么变", "language_learning", "coding"),
         ("每个月给家里寄两千块", "money", "coding"),
         ("My son just got his licence, how do I help him practise?", "vehicles", "coding"),
         ("甘油三酯有点高", "food", "coding"),
         ("Help me get my Spanish up to scratch before the trip", "language_learning", "coding"),
         ("Which dive sites suit someone with an AOW cert?", "outings", "coding"),
-        ("Write a component that shows a countdown to the next match", "coding", "food"),
-        ("表格往下拉的时候怎么让第一行固定住", "coding", "food"),
+        ("Build a small component that lists this week's rota shifts", "coding", "food"),
+        ("表格往下翻，表头能固定住吗", "coding", "food"),
         ("去拉萨海拔高，要注意什么", "altitude", "coding"),
         ("周六想去紫金山走走", "exertion", "coding"),
         ("周末想骑一趟环湖，推荐条骑行路线", "exertion", "coding"),
-        ("I want to lose a stone by the summer", "fitness", "coding"),
-        ("年底前想送出第一条 7a", "sports", "coding"),
+        ("Hoping to shed a stone before Christmas", "fitness", "coding"),
+        ("明年想红点第一条 6c+", "sports", "coding"),
         # a serve drilled, a living earned, a tribute gig, a startup left, sodium and a
         # coffee machine's steam wand, a diabetes tablet, a full-court game, the twins
-        ("Put together an on-court drill plan to improve my serve", "sports", "home"),
-        ("How do I explain what I do for a living to a ten-year-old?", "work", "coding"),
+        ("Give me serve drills for Tuesday practice", "sports", "home"),
+        ("My students keep asking what people do for a living", "work", "coding"),
         ("Taking my brother to a tribute gig on Friday", "music", "coding"),
         ("Should I quit my startup for a job offer from a big firm?", "work", "coding"),
-        ("医生让我把每天的钠控制在两克以内", "food", "budget"),
+        ("医生说钠摄入要减半", "food", "budget"),
         ("德龙的蒸汽棒打奶泡老是粗", "food", "coding"),
         ("I'm on metformin, what breakfast keeps my sugar steady?", "food", "coding"),
         ("周六下午约了朋友打全场", "sports", "coding"),
         ("What should I plan for the twins' birthday?", "child", "coding"),
-        ("Any gift ideas for the girls' upcoming birthday?", "child", "coding"),
+        ("What cake should I get for the boys' joint birthday?", "child", "coding"),
         # a cat's hairballs, two girls at home, a wheel to throw on, a tango class, a place
         # within reach of home
-        ("猫最近老是吐毛球，正常吗？", "pets", "coding"),
-        ("推荐几个适合学拉坯的频道", "crafts", "coding"),
-        ("周四探戈课上要做个自我介绍", "fitness", "coding"),
-        ("Where can I fish within half an hour of home?", "place", "coding"),
+        ("猫吐毛球要紧吗", "pets", "coding"),
+        ("学拉坯要准备什么工具", "crafts", "coding"),
+        ("探戈课穿什么鞋好", "fitness", "coding"),
+        ("Any lakes within an hour of home?", "place", "coding"),
     ],
 )
 def test_everyday_domains_have_topics_of_their_own(
@@ -2174,21 +2174,21 @@ def test_everyday_domains_have_topics_of_their_own(
     ("text", "topic"),
     [
         # a job held or once held, said in either language
-        ("我是 UX 设计师，主要负责共享单车 app 的流程", "work"),
+        ("我是 UI 设计师，主要做电商网站", "work"),
         ("I was a school nurse in Leeds for 20 years", "work"),
         ("我当了二十年会计", "work"),
         ("Played the bagpipes since I was twelve", "music"),
-        ("Had a stent put in last spring", "heart"),
+        ("Got two stents fitted in 2023", "heart"),
         # a cost a month; a grown child away at university
-        ("猫粮加猫砂一个月大概三百块", "money"),
+        ("鱼缸的电费一个月要五十块", "money"),
         ("The allotment costs £12 a month", "money"),
         ("儿子在成都读大二", "grown_child"),
         # a daily tablet, a biologic, an iodine-free diet, an income, children by their ages
-        ("我每天早上吃一片优甲乐", "health"),
-        ("我每两周打一次 Humira", "health"),
+        ("每天睡前吃一片阿托伐他汀", "health"),
+        ("Humira 一周一针", "health"),
         ("甲亢要忌碘，盐用无碘盐", "food"),
         ("My husband makes about 4k a month driving", "money"),
-        ("The girls are 6 and 4 and both just learned to swim", "child"),
+        ("The boys are 9 and 7 and mad about football", "child"),
     ],
 )
 def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
@@ -2208,19 +2208,19 @@ def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
         ("The pipes under the sink are leaking", "music"),
         ("Help me build a hook for the coat rack", "coding"),
         ("I was a heavy smoker for ten years", "work"),
-        ("Ruby's really into K-pop dance videos", "fitness"),
+        ("Julia is obsessed with horse books", "fitness"),
         # "about" a month is no baby's age; sodium in milligrams is no budget; a child
         # at school somewhere is no reading; a drill plan is no tool
         ("猫粮一个月大概两百块", "child"),
-        ("医生让我每天的钠控制在1500毫克以内", "budget"),
+        ("钠的摄入最好控制在2000毫克以内", "budget"),
         ("女儿在北京读书", "books"),
         ("Make me a drill plan for my second serve", "home"),
         # a fright, someone else's heart; a visa; a home town; a training plan's part; a
         # first-line indent; a licence to work; steps a month; a name; a ballet company; a
         # school for girls; news hard to take; a child who may study abroad one day
         ("I nearly had a heart attack when I saw the bill", "heart"),
-        ("My dad had a heart attack last year", "heart"),
-        ("I need to get my Chinese visa sorted", "language_learning"),
+        ("My father-in-law had a heart attack in May", "heart"),
+        ("Trying to get my Spanish passport renewed", "language_learning"),
         ("I was a Londoner for 20 years", "work"),
         ("Add a strength component to my training plan", "coding"),
         ("首行缩进固定两个字符", "coding"),
@@ -2234,7 +2234,7 @@ def test_what_a_memory_is_about(policy: Policy, text: str, topic: str) -> None:
         ("孩子读大一点的绘本比较好", "grown_child"),
         # toast by the slice, a jumper's bobbles, a steering wheel, greyhounds called the
         # girls, things made a week
-        ("我每天早上吃一片全麦面包", "health"),
+        ("天天吃两片全麦面包当早饭", "health"),
         ("我的毛衣洗了几次就起毛球了", "pets"),
         ("I fell asleep on the wheel once and nearly crashed", "crafts"),
         ("Our girls are 2 and 5, both rescue greyhounds", "child"),
@@ -2249,13 +2249,13 @@ def test_words_that_only_look_like_a_topic(policy: Policy, text: str, not_topic:
 def test_a_hearing_aid_reaches_a_packing_list(policy: Policy) -> None:
     """Hearing aid batteries go on the list for a week away, and so do a device's card
     and supplies (a pacemaker, an insulin pump)."""
-    asked = topics_of("Make me a packing list for a week visiting my son", policy)
+    asked = topics_of("Packing list for ten days at my sister's", policy)
     assert {"hearing", "implants"} <= policy.topics_reaching(asked)
 
 
 def test_a_heart_condition_reaches_effort_and_thin_air(policy: Policy) -> None:
     """A stent limits what a ride, a climb or a trip up high may ask of the body."""
-    for asked in ("这个周末想骑一趟，推荐条路线", "去香格里拉海拔高，要注意什么"):
+    for asked in ("下周想骑一趟长途，有什么建议", "去香格里拉海拔高，要注意什么"):
         assert "heart" in policy.topics_reaching(topics_of(asked, policy)), asked
 
 

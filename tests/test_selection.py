@@ -213,14 +213,14 @@ def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy
 
 
 def test_the_users_tools_meet_a_projects_code_and_a_coding_task(policy: Policy) -> None:
-    """An editor switched to ("我现在改用 VS Code 了") is how the user works on any
+    """An editor switched to ("最近换成 VS Code 了") is how the user works on any
     project's code, though the project's words link nothing else of the user's life."""
     bar = policy.recall.relevance
     assert "coding" in bar.tools_in_projects
     assert "coding" in bar.meaning_only_in_tasks
 
     def editor(slot: str | None) -> Candidate:
-        cand = topical("我现在改用 VS Code 了", 0.2, vector=0.15, slot=slot)
+        cand = topical("最近换成 VS Code 了", 0.2, vector=0.15, slot=slot)
         cand.topics = ("coding",)
         return cand
 
