@@ -1100,7 +1100,7 @@ class RelevanceSpec(_Model):
     # or name says nothing of whether a nut allergy matters to a page layout.
     meaning_only_in_projects: bool = False
     # ... but for the user's tools, in a project or in a task of ``meaning_only_in_tasks``:
-    # a memory in one of these topics' slots (an editor, a language, an OS) that shares the
+    # a memory in one of these topics' slots (an editor, an OS, a framework) that shares the
     # topic with the request is about how the user works on any project's code ("switched
     # to VS Code" for setting up a debugger in a project). Names the policy has no topic of
     # are passed over (an overlay may replace the topics).
@@ -1370,7 +1370,7 @@ class Policy(_Model):
     @cached_property
     def tool_slots(self) -> frozenset[str]:
         """The slots of the topics ``recall.relevance.tools_in_projects`` names (an editor,
-        a language, an OS): what the user works with, whatever the project."""
+        an OS, a spreadsheet program): what the user works with, whatever the project."""
         named = set(self.recall.relevance.tools_in_projects)
         return frozenset(slot for t in self.topics if t.name in named for slot in t.slots)
 

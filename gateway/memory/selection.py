@@ -201,8 +201,8 @@ def relevant(
     # user (RelevanceSpec): no topic, name or shared words link a memory of the user's life,
     # but for a plan of the coming days a task's request names (the `due` test below)
     # ... but for the user's tools (RelevanceSpec.tools_in_projects, ``tool_slots`` their
-    # topics' slots): an editor, a language or an OS is how the user works on any project's
-    # code and in any coding task; a diet or a home that a stray word ties to code is not
+    # topics' slots): an editor, an OS or a spreadsheet program is how the user works on any
+    # project's code and in any coding task; a diet or a home a stray word ties to code is not
     tool = cand.memory.slot in tool_slots and not set(bar.tools_in_projects).isdisjoint(cand.topics)
     in_code = (
         cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects and not tool
