@@ -203,7 +203,7 @@ def relevant(
     # ... but for the user's tools (RelevanceSpec.tools_in_projects, ``tool_slots`` their
     # topics' slots): an editor, an OS or a spreadsheet program is how the user works on any
     # project's code and in any coding task; a diet or a home a stray word ties to code is not
-    tool = cand.memory.slot in tool_slots and not set(bar.tools_in_projects).isdisjoint(cand.topics)
+    tool = cand.memory.slot in tool_slots and any(t in bar.tools_in_projects for t in cand.topics)
     in_code = (
         cand.memory.scope == "global" and in_project and bar.meaning_only_in_projects and not tool
     )
