@@ -1,7 +1,8 @@
 """The fitted relevance (``gateway.memory.fitted``, ``recall.relevance.fitted``): how likely a
-request needs a topical memory, by one weight a dimension of the embedder's vectors fitted to
-written scenarios; fitted deterministically, read only for the embedder it was fitted with,
-applied in recall and traced, and written as a policy layer by ``memgate fit relevance``."""
+request needs a topical memory, by weights a dimension of the embedder's vectors (their
+products, and each vector alone) fitted to written scenarios; fitted deterministically, read
+only for the embedder it was fitted with, applied in recall and traced, and written as a
+policy layer by ``memgate fit relevance``."""
 
 from __future__ import annotations
 
@@ -63,6 +64,29 @@ def test_the_fit_learns_which_dimensions_say_a_memory_is_needed() -> None:
     assert fit(queries, memories, needed, iterations=1500) == fitted
 
 
+def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
+    """Pairs where a kind of memory (one direction of eight) is needed by every request, and
+    a kind of request needs every memory, whatever the two share: the weights of either
+    vector alone carry it, which no weight of their products can; the product weights keep
+    what they learn beside them."""
+    rng = np.random.default_rng(11)
+    queries = _unit(rng.normal(size=(800, 8)))
+    memories = _unit(rng.normal(size=(800, 8)))
+    signal = queries[:, 0] * memories[:, 0] + 0.5 * memories[:, 1] + 0.5 * queries[:, 2]
+    needed = signal > 0.1
+    fitted = fit(queries, memories, needed)
+    assert len(fitted.memory_weights) == len(fitted.request_weights) == 8
+    memory, request = np.asarray(fitted.memory_weights), np.asarray(fitted.request_weights)
+    assert memory[1] > 5 * np.abs(np.delete(memory, 1)).max()
+    assert request[2] > 5 * np.abs(np.delete(request, 2)).max()
+    products = (queries * memories) @ np.asarray(fitted.weights) + fitted.bias
+    learned = products + memories @ memory + queries @ request
+    assert _auc(learned, needed) > 0.97 > _auc(products, needed) + 0.1
+    # what the shrink is for: unheld, the weights of a vector alone grow larger
+    loose = fit(queries, memories, needed, shrink=0.0)
+    assert np.abs(loose.memory_weights).sum() > np.abs(memory).sum()
+
+
 def test_the_fit_needs_pairs_of_both_kinds() -> None:
     rows = _unit(np.ones((3, 4)))
     with pytest.raises(ValueError, match="both kinds"):
@@ -94,6 +118,13 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
     huge = FittedRelevanceSpec(embedder="usem3q8", weights=(1e6, 0.0, 0.0, 0.0))
     far = FittedRelevance(huge, _Named("usem3q8", 4)).likelihoods(query, np.vstack([rows, -rows]))  # type: ignore[arg-type]
     assert far is not None and np.allclose(far, [1.0, 0.5, 0.0, 0.5])
+    # the memory's and the request's vectors alone add their own terms
+    alone = spec.model_copy(
+        update={"memory_weights": (0.0, 3.0, 0.0, 0.0), "request_weights": (0.5, 0.0, 0.0, 0.0)}
+    )
+    both = FittedRelevance(alone, _Named("usem3q8", 4)).likelihoods(query, rows)  # type: ignore[arg-type]
+    # sigmoid(2 + 0 + 0.5 - 1) and sigmoid(0 + 3 + 0.5 - 1)
+    assert both is not None and np.allclose(both, 1 / (1 + np.exp([-1.5, -2.5])))
 
 
 @pytest.mark.parametrize(
@@ -102,6 +133,9 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
         ({"add_at": 0.2, "drop_below": 0.3}, "drop_below must be below add_at"),
         ({"weights": (1.0, 2.0)}, "need the embedder"),
         ({"embedder": "usem3q8", "weights": (1.0, float("nan"))}, "finite"),
+        ({"embedder": "usem3q8", "weights": (1.0, 2.0), "memory_weights": (1.0,)}, "memory_"),
+        ({"embedder": "usem3q8", "weights": (1.0,), "request_weights": (1.0, 2.0)}, "request_"),
+        ({"embedder": "usem3q8", "weights": (1.0,), "memory_weights": (float("inf"),)}, "finite"),
         ({"add_at": 0.0}, "greater than 0"),
     ],
 )
@@ -116,6 +150,7 @@ def test_the_shipped_weights_are_for_the_local_embedder(shipped_policy: Policy) 
     fitted = shipped_policy.recall.relevance.fitted
     embedder = LocalEmbedder()
     assert fitted.embedder == embedder.model_id and len(fitted.weights) == embedder.dims
+    assert len(fitted.memory_weights) == len(fitted.request_weights) == embedder.dims
     assert FittedRelevance(fitted, embedder).enabled
 
 
@@ -209,6 +244,7 @@ def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
     assert "2 scenarios, 4 pairs (2 needed)" in done.stdout
     fitted = load_policy(out).recall.relevance.fitted
     assert fitted.embedder == "usem3q8" and len(fitted.weights) == 512
+    assert len(fitted.memory_weights) == len(fitted.request_weights) == 512
     # only needed memories: nothing to tell them from
     scenarios.write_text(
         scenarios.read_text(encoding="utf-8")

@@ -3278,7 +3278,7 @@ def test_a_pastime_reaches_a_request_for_something_to_do(gateway: Gateway) -> No
     walker.remember("I'm a morning person, up at 6", type="profile")
     assert walker.injected(ask(walker, "晚饭后干点啥好 不想一直躺着刷手机")) == [steps]
     # cooking tonight is no free time
-    assert walker.injected(ask(walker, "今天晚饭做点什么比较健康？")) == []
+    assert steps not in walker.injected(ask(walker, "今天晚饭做点什么比较健康？"))
 
 
 def test_a_job_left_ends_its_hours(gateway: Gateway) -> None:

@@ -699,7 +699,8 @@ def test_a_plan_of_the_coming_days_named_at_work_is_relevant(policy: Policy) -> 
 def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy) -> None:
     """Where the request's words may link the user's life, a memory the fitted relevance
     (recall.relevance.fitted) makes likely needed is relevant whatever its topics and words
-    share, and one it makes unlikely is not, even on a shared topic; a name both write
+    share (about other topics than the request's, at a higher bar and sharing no word with
+    it), and one it makes unlikely is not, even on a shared topic; a name both write
     still links. In a project, or with no likelihood worked out, the other tests decide."""
     bar = policy.recall.relevance
     fitted = bar.fitted
@@ -716,8 +717,20 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert first_failure(likely, policy, LIFE, NOW, words) is None
     assert likely.to_trace()["fitted"] == fitted.add_at
     assert first_failure(knee(fitted.add_at - 0.01), policy, LIFE, NOW, words) == "threshold"
-    # about other topics than the request's: the likelihood does not add it
-    assert first_failure(knee(0.99, off_topic=True), policy, LIFE, NOW, words) == "threshold"
+    # about other topics than the request's: only a likelihood of add_off_topic_at adds it,
+    # and only when it shares no word with the request (a shared word lifts the likelihood)
+    off_bar = fitted.add_off_topic_at
+    assert off_bar is not None and off_bar > fitted.add_at
+    assert first_failure(knee(off_bar, off_topic=True), policy, LIFE, NOW, words) is None
+    below = knee(off_bar - 0.01, off_topic=True)
+    assert first_failure(below, policy, LIFE, NOW, words) == "threshold"
+    knees = frozenset({"膝盖", "行程"})
+    assert first_failure(knee(0.99, off_topic=True), policy, LIFE, NOW, knees) == "threshold"
+    unset = bar.model_copy(update={"fitted": fitted.model_copy(update={"add_off_topic_at": None})})
+    never = policy.model_copy(
+        update={"recall": policy.recall.model_copy(update={"relevance": unset})}
+    )
+    assert first_failure(knee(0.99, off_topic=True), never, LIFE, NOW, words) == "threshold"
     # in a project the request's words describe the code: the likelihood is not read
     assert first_failure(knee(0.99), policy, ME, NOW, words) == "threshold"
 

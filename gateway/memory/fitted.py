@@ -6,9 +6,13 @@ what makes a memory matter to a request is not closeness of meaning: a knee bad 
 matters to three days in Chongqing, a hobby that reads much like the request does not.
 Scenarios that say which memories a request needs and which it must not get teach which
 dimensions carry that: a logistic model over the products of the two unit vectors,
-dimension by dimension, ``sigmoid(sum_i w_i q_i m_i + b)`` (one weight a dimension: the
-cosine is the case of equal weights). The weights hold only for the embedder they were
-fitted with, named in the policy; another embedder (an upstream's) leaves this off.
+dimension by dimension (one weight a dimension: the cosine is the case of equal weights),
+plus what each vector says alone: some kinds of memory matter to many requests (an
+allergy, a night shift, a knee that cannot take stairs) and some requests call for the
+user's life far more than others (a week to plan, against a word to translate),
+``sigmoid(sum_i (w_i q_i m_i + a_i m_i + c_i q_i) + b)``. The weights hold only for the
+embedder they were fitted with, named in the policy; another embedder (an upstream's)
+leaves this off.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ class FittedRelevance:
             and (dims is None or dims == weights.size)
         )
         self._weights = weights if fits else None
+        # no weights for what a vector says alone: the product's terms only (the first form)
+        self._memory = _or_zeros(spec.memory_weights, weights.size)
+        self._request = _or_zeros(spec.request_weights, weights.size)
 
     @property
     def enabled(self) -> bool:
@@ -52,8 +59,12 @@ class FittedRelevance:
         if vector.shape != weights.shape or rows.ndim != 2 or rows.shape[1] != weights.size:
             return None
         # numpy's own loop, not BLAS (as ResembledTopics): a handful of rows a request
-        logits = np.einsum("ij,j->i", rows, weights * vector).astype(np.float64) + self.spec.bias
-        return _sigmoid(logits)
+        logits = np.einsum("ij,j->i", rows, weights * vector + self._memory).astype(np.float64)
+        return _sigmoid(logits + float(np.dot(self._request, vector)) + self.spec.bias)
+
+
+def _or_zeros(values: tuple[float, ...], size: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32) if values else np.zeros(size, np.float32)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -65,6 +76,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class Fit:
     weights: tuple[float, ...]
+    memory_weights: tuple[float, ...]
+    request_weights: tuple[float, ...]
     bias: float
     pairs: int
     needed: int
@@ -75,30 +88,49 @@ def fit(
     memories: np.ndarray,
     needed: Sequence[bool],
     *,
-    iterations: int = 4000,
-    rate: float = 20.0,
+    iterations: int = 1500,
+    rate: float = 0.01,
     start: float = 5.0,
+    shrink: float = 1e-3,
 ) -> Fit:
     """Logistic regression of ``needed`` on the dimension-wise products of each request's
-    and memory's unit vectors (row i of ``queries`` with row i of ``memories``), by plain
-    gradient descent from equal weights ``start`` (a scaled cosine): deterministic, so the
-    same scenarios always give the same weights. ``rate`` is the weights' step; the bias
-    takes a tenth of it, as it sees the full error of every pair."""
-    x = np.asarray(queries, dtype=np.float64) * np.asarray(memories, dtype=np.float64)
+    and memory's unit vectors (row i of ``queries`` with row i of ``memories``) and on each
+    vector alone, by Adam from equal product weights ``start`` (a scaled cosine) and no
+    weight for either vector alone: deterministic, so the same scenarios always give the
+    same weights. ``rate`` is Adam's step. The weights of a vector alone are held towards 0
+    (an L2 penalty ``shrink``): without it they learn the very memories and requests of the
+    scenarios fitted to, which new scenarios do not repeat."""
+    q = np.asarray(queries, dtype=np.float64)
+    m = np.asarray(memories, dtype=np.float64)
     y = np.asarray(needed, dtype=np.float64)
-    if x.ndim != 2 or len(x) != len(y) or not len(y):
+    if q.shape != m.shape or q.ndim != 2 or len(q) != len(y) or not len(y):
         raise ValueError("one request and one memory vector per pair, and some pairs")
     if y.min() == y.max():
         raise ValueError("pairs of both kinds are needed: some needed, some not")
-    weights = np.full(x.shape[1], start)
-    bias = -1.0
-    for _ in range(iterations):
-        error = _sigmoid(x @ weights + bias) - y
-        weights -= rate * (x.T @ error) / len(y)
-        bias -= rate / 10.0 * float(error.mean())
+    x = q * m
+    dims = x.shape[1]
+    # one parameter vector: product weights, memory weights, request weights, bias
+    theta = np.concatenate([np.full(dims, start), np.zeros(2 * dims), [-1.0]])
+    penalty = np.concatenate([np.zeros(dims), np.full(2 * dims, shrink), [0.0]])
+    first = np.zeros_like(theta)
+    second = np.zeros_like(theta)
+    for step in range(1, iterations + 1):
+        w, a, c, b = theta[:dims], theta[dims : 2 * dims], theta[2 * dims : 3 * dims], theta[-1]
+        error = (_sigmoid(x @ w + m @ a + q @ c + b) - y) / len(y)
+        grad = np.concatenate([x.T @ error, m.T @ error, q.T @ error, [error.sum()]])
+        grad += penalty * theta
+        first = 0.9 * first + 0.1 * grad
+        second = 0.999 * second + 0.001 * grad**2
+        theta -= rate * (first / (1 - 0.9**step)) / (np.sqrt(second / (1 - 0.999**step)) + 1e-8)
+
+    def rounded(values: np.ndarray) -> tuple[float, ...]:
+        return tuple(round(float(v), 4) for v in values)
+
     return Fit(
-        tuple(round(float(w), 4) for w in weights),
-        round(bias, 4),
+        rounded(theta[:dims]),
+        rounded(theta[dims : 2 * dims]),
+        rounded(theta[2 * dims : 3 * dims]),
+        round(float(theta[-1]), 4),
         len(y),
         int(y.sum()),
     )

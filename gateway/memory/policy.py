@@ -1028,39 +1028,52 @@ class ResembledTopicsSpec(_Model):
 
 class FittedRelevanceSpec(_Model):
     """A relevance fitted to written scenarios (``gateway.memory.fitted``): one weight a
-    dimension of ``embedder``'s vectors and a ``bias``, from which a topical memory's
+    dimension of ``embedder``'s vectors for their products, one for the memory's vector and
+    one for the request's alone, and a ``bias``, from which a topical memory's
     likelihood of being needed by a request follows. Where the request's words may link the
     user's life at all (not in a project, a work task or a question about how the world is),
-    a memory at least ``add_at`` likely is relevant (but for one about other topics than the
-    request's, which one weight a dimension does not tell apart well enough), and one below
+    a memory at least ``add_at`` likely is relevant, one about other topics than the
+    request's only at ``add_off_topic_at`` (a shared word lifts the likelihood of a memory
+    the request does not need, a pet python for a Python question), and one below
     ``drop_below`` is not, unless it is in a slot, a
     name both write links it, or it shares a topic with the request that is not one of
     ``drop_through``: broad topics (food, health) hold facts of every kind, where a
     shared topic says little; a narrow one (a pacemaker and airport security) is a link the
-    fit, one weight a dimension, does not know better; nor a memory of one of the ``kept``
+    fit does not know better; nor a memory of one of the ``kept``
     topics (an allergy, where food is shared). Names of either list the policy has no topic
     of are passed over (an overlay may replace the topics). Weights for another embedder
     than the gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()
+    # what the memory's and the request's vector say alone (none: the products only)
+    memory_weights: tuple[float, ...] = ()
+    request_weights: tuple[float, ...] = ()
     bias: float = 0.0
     add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
+    # ... and one about other topics than the request's at this likelihood (none: never)
+    add_off_topic_at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.15
     drop_through: tuple[Name, ...] = ()
     # ... but a memory of one of these topics sharing a topic with the request is never
     # dropped by ``drop_below``: an allergy is what a shared food topic is there for, which
-    # one weight a dimension does not read from its wording
+    # the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:
         if self.drop_below >= self.add_at:
             raise ValueError("drop_below must be below add_at")
+        if self.add_off_topic_at is not None and self.add_off_topic_at < self.add_at:
+            raise ValueError("add_off_topic_at must be at least add_at")
         if self.weights and not self.embedder:
             raise ValueError("weights need the embedder they were fitted for")
-        if self.weights and not all(math.isfinite(w) for w in (*self.weights, self.bias)):
+        alone = (*self.memory_weights, *self.request_weights)
+        if not all(math.isfinite(w) for w in (*self.weights, *alone, self.bias)):
             raise ValueError("weights and bias must be finite numbers")
+        for name, values in (("memory", self.memory_weights), ("request", self.request_weights)):
+            if values and len(values) != len(self.weights):
+                raise ValueError(f"{name}_weights need one weight a dimension, as weights")
         return self
 
 

@@ -565,13 +565,16 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
                     "embedder": LocalEmbedder.model_id,
                     "bias": fitted.bias,
                     "weights": list(fitted.weights),
+                    "memory_weights": list(fitted.memory_weights),
+                    "request_weights": list(fitted.request_weights),
                 }
             }
         }
     }
     header = (
         "# The fitted relevance (recall.relevance.fitted, gateway/memory/fitted.py), written by\n"
-        "# `memgate fit relevance`: one weight a dimension of `embedder`'s vectors, and a bias.\n"
+        "# `memgate fit relevance`: one weight a dimension of `embedder`'s vectors for their\n"
+        "# products, one for the memory's and one for the request's vector alone, and a bias.\n"
     )
     try:
         Path(out).write_text(

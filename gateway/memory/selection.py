@@ -240,11 +240,21 @@ def relevant(
         return False
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
-        # a memory they make likely needed is relevant, but for one about other topics than
-        # the request's, which the fit, one weight a dimension, does not tell apart well
-        # enough: a morning routine for tonight's dinner, a pet python for a Python question
-        # (a shared word lifts the meaning the fit reads as well)
+        # a memory they make likely needed is relevant; one about other topics than the
+        # request's only when they make it likelier still and it shares no word with the
+        # request, as a shared word lifts what the fit reads too (Java the island and Java
+        # at work, a pet python and a Python question): a kind of memory many requests need
+        # shares none (a night shift for a running plan, a partner who eats nothing spicy
+        # for a week's trip)
+        off_bar = bar.fitted.add_off_topic_at
         if cand.fitted >= bar.fitted.add_at and not cand.off_topic:
+            return True
+        if (
+            cand.off_topic
+            and off_bar is not None
+            and cand.fitted >= off_bar
+            and not _shared(cand, terms)
+        ):
             return True
         # ... and one they make unlikely is not, but for a memory in a slot, which says where
         # the user lives, works or what they use, and whose slot's topic is the link (the
