@@ -693,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the fitted relevance (recall.relevance.fitted) from scenario files",
         description="Runs the scenarios through the write path and recall, and fits how "
         "likely a request needs a topical memory to the memories each scenario expects or "
-        "forbids (one weight a dimension of the local embedder). Writes a policy layer "
+        "forbids (weights a dimension of the local embedder's vectors). Writes a policy layer "
         "(the shipped one is gateway/policies/fitted.yaml).",
         formatter_class=_HelpFormatter,
     )

@@ -54,14 +54,14 @@ def test_the_fit_learns_which_dimensions_say_a_memory_is_needed() -> None:
     memories = _unit(rng.normal(size=(600, 8)))
     signal = queries[:, 0] * memories[:, 0] + queries[:, 1] * memories[:, 1]
     needed = signal > 0.05
-    fitted = fit(queries, memories, needed, iterations=1500)
+    fitted = fit(queries, memories, needed)
     assert (fitted.pairs, fitted.needed) == (600, int(needed.sum()))
     weights = np.asarray(fitted.weights)
     learned = (queries * memories) @ weights + fitted.bias
     cosine = (queries * memories).sum(axis=1)
     assert _auc(learned, needed) > 0.95 > _auc(cosine, needed) + 0.1
     assert weights[:2].min() > np.abs(weights[2:]).max()
-    assert fit(queries, memories, needed, iterations=1500) == fitted
+    assert fit(queries, memories, needed) == fitted
 
 
 def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
@@ -82,9 +82,16 @@ def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
     products = (queries * memories) @ np.asarray(fitted.weights) + fitted.bias
     learned = products + memories @ memory + queries @ request
     assert _auc(learned, needed) > 0.97 > _auc(products, needed) + 0.1
-    # what the shrink is for: unheld, the weights of a vector alone grow larger
+    # calibrated: as likely on the whole as the pairs are needed (the bias is fitted too)
+    likely = 1 / (1 + np.exp(-learned))
+    assert abs(likely.mean() - needed.mean()) < 0.02
+    # what the shrink is for: unheld, the weights of a vector alone grow larger; it holds
+    # only them, so a large one takes them to about 0 and leaves the product weights as free
     loose = fit(queries, memories, needed, shrink=0.0)
     assert np.abs(loose.memory_weights).sum() > np.abs(memory).sum()
+    held = fit(queries, memories, needed, shrink=10.0)
+    assert np.abs([*held.memory_weights, *held.request_weights]).max() < 0.1
+    assert held.weights[0] > 5.0 > 3 * np.abs(held.weights[1:]).max()
 
 
 def test_the_fit_needs_pairs_of_both_kinds() -> None:
@@ -131,7 +138,6 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
     ("fields", "problem"),
     [
         ({"add_at": 0.2, "drop_below": 0.3}, "drop_below must be below add_at"),
-        ({"add_at": 0.7, "add_off_topic_at": 0.6}, "add_off_topic_at must be at least"),
         ({"weights": (1.0, 2.0)}, "need the embedder"),
         ({"embedder": "usem3q8", "weights": (1.0, float("nan"))}, "finite"),
         ({"embedder": "usem3q8", "weights": (1.0, 2.0), "memory_weights": (1.0,)}, "memory_"),
@@ -153,6 +159,30 @@ def test_the_shipped_weights_are_for_the_local_embedder(shipped_policy: Policy) 
     assert fitted.embedder == embedder.model_id and len(fitted.weights) == embedder.dims
     assert len(fitted.memory_weights) == len(fitted.request_weights) == embedder.dims
     assert FittedRelevance(fitted, embedder).enabled
+
+
+def test_a_layer_with_a_fit_of_its_own_replaces_the_shipped_fit_whole(tmp_path: Path) -> None:
+    """A layer that sets the fit's weights, embedder or bias (one written by an earlier form
+    of `memgate fit relevance`, products only) takes none of the shipped fit's other
+    weights: a model neither fitted is never made of two. A layer setting only a bar keeps
+    the shipped fit, and a bar for memories about other topics below ``add_at`` loads."""
+    layer = tmp_path / "layer.yaml"
+    layer.write_text(
+        "recall:\n  relevance:\n    fitted:\n      embedder: usem3q8\n      bias: -1.0\n"
+        f"      weights: {[1.0] * 512}\n",
+        encoding="utf-8",
+    )
+    own = load_policy(layer).recall.relevance.fitted
+    assert own.weights == (1.0,) * 512 and own.bias == -1.0
+    assert own.memory_weights == () and own.request_weights == ()
+    layer.write_text("recall:\n  relevance:\n    fitted:\n      weights: []\n", encoding="utf-8")
+    off = load_policy(layer).recall.relevance.fitted
+    assert off.weights == off.memory_weights == off.request_weights == ()
+    assert not FittedRelevance(off, LocalEmbedder()).enabled
+    layer.write_text("recall:\n  relevance:\n    fitted:\n      add_at: 0.8\n", encoding="utf-8")
+    bars = load_policy(layer).recall.relevance.fitted
+    assert bars.add_at == 0.8 and bars.add_off_topic_at is not None
+    assert bars.add_off_topic_at < bars.add_at and len(bars.memory_weights) == 512
 
 
 def _with_fitted(policy: Policy, fitted: FittedRelevanceSpec) -> Policy:

@@ -731,6 +731,13 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
         update={"recall": policy.recall.model_copy(update={"relevance": unset})}
     )
     assert first_failure(knee(0.99, off_topic=True), never, LIFE, NOW, words) == "threshold"
+    # ... nor below add_at, if that is higher
+    higher = bar.model_copy(update={"fitted": fitted.model_copy(update={"add_at": 0.9})})
+    strict = policy.model_copy(
+        update={"recall": policy.recall.model_copy(update={"relevance": higher})}
+    )
+    assert first_failure(knee(0.85, off_topic=True), strict, LIFE, NOW, words) == "threshold"
+    assert first_failure(knee(0.9, off_topic=True), strict, LIFE, NOW, words) is None
     # in a project the request's words describe the code: the likelihood is not read
     assert first_failure(knee(0.99), policy, ME, NOW, words) == "threshold"
 

@@ -39,7 +39,7 @@ class FittedRelevance:
             and (dims is None or dims == weights.size)
         )
         self._weights = weights if fits else None
-        # no weights for what a vector says alone: the product's terms only (the first form)
+        # no weights for what a vector says alone: the products' terms only (the form before)
         self._memory = _or_zeros(spec.memory_weights, weights.size)
         self._request = _or_zeros(spec.request_weights, weights.size)
 
@@ -96,10 +96,14 @@ def fit(
     """Logistic regression of ``needed`` on the dimension-wise products of each request's
     and memory's unit vectors (row i of ``queries`` with row i of ``memories``) and on each
     vector alone, by Adam from equal product weights ``start`` (a scaled cosine) and no
-    weight for either vector alone: deterministic, so the same scenarios always give the
-    same weights. ``rate`` is Adam's step. The weights of a vector alone are held towards 0
-    (an L2 penalty ``shrink``): without it they learn the very memories and requests of the
-    scenarios fitted to, which new scenarios do not repeat."""
+    weight for either vector alone: deterministic, so the same scenarios give the same
+    weights on one machine (another BLAS may sum in another order, and Adam's normalised
+    step carries such differences on weights with next to no gradient). ``rate`` is Adam's
+    step; with it, ``iterations`` bounds how far a weight moves from its start, and more
+    steps fit held-out scenarios no better. The weights of a vector alone are held towards
+    0 (``shrink``, the gradient of a penalty ``shrink / 2`` times their squared norm):
+    without it they learn the very memories and requests of the scenarios fitted to, which
+    new scenarios do not repeat."""
     q = np.asarray(queries, dtype=np.float64)
     m = np.asarray(memories, dtype=np.float64)
     y = np.asarray(needed, dtype=np.float64)

@@ -1031,11 +1031,12 @@ class FittedRelevanceSpec(_Model):
     dimension of ``embedder``'s vectors for their products, one for the memory's vector and
     one for the request's alone, and a ``bias``, from which a topical memory's
     likelihood of being needed by a request follows. Where the request's words may link the
-    user's life at all (not in a project, a work task or a question about how the world is),
-    a memory at least ``add_at`` likely is relevant, one about other topics than the
-    request's only at ``add_off_topic_at`` (a shared word lifts the likelihood of a memory
-    the request does not need, a pet python for a Python question), and one below
-    ``drop_below`` is not, unless it is in a slot, a
+    user's life at all (not for a memory of the user's life in a project, in a task of
+    ``meaning_only_in_tasks`` or in a question about how the world is), a memory at least
+    ``add_at`` likely is relevant, one about other topics than the request's only at
+    ``add_off_topic_at`` and when it shares no content word with the request (a shared word
+    lifts the likelihood of a memory the request does not need: Java the island, Java at
+    work), and one below ``drop_below`` is not, unless it is in a slot, a
     name both write links it, or it shares a topic with the request that is not one of
     ``drop_through``: broad topics (food, health) hold facts of every kind, where a
     shared topic says little; a narrow one (a pacemaker and airport security) is a link the
@@ -1051,7 +1052,8 @@ class FittedRelevanceSpec(_Model):
     request_weights: tuple[float, ...] = ()
     bias: float = 0.0
     add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
-    # ... and one about other topics than the request's at this likelihood (none: never)
+    # ... and one about other topics than the request's at this likelihood, or ``add_at`` if
+    # higher (none: never)
     add_off_topic_at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.15
     drop_through: tuple[Name, ...] = ()
@@ -1064,15 +1066,13 @@ class FittedRelevanceSpec(_Model):
     def _consistent(self) -> FittedRelevanceSpec:
         if self.drop_below >= self.add_at:
             raise ValueError("drop_below must be below add_at")
-        if self.add_off_topic_at is not None and self.add_off_topic_at < self.add_at:
-            raise ValueError("add_off_topic_at must be at least add_at")
         if self.weights and not self.embedder:
             raise ValueError("weights need the embedder they were fitted for")
         alone = (*self.memory_weights, *self.request_weights)
         if not all(math.isfinite(w) for w in (*self.weights, *alone, self.bias)):
             raise ValueError("weights and bias must be finite numbers")
         for name, values in (("memory", self.memory_weights), ("request", self.request_weights)):
-            if values and len(values) != len(self.weights):
+            if values and self.weights and len(values) != len(self.weights):
                 raise ValueError(f"{name}_weights need one weight a dimension, as weights")
         return self
 
@@ -1923,12 +1923,27 @@ def _layer(text: str, filename: str) -> _Layer:
     return layer
 
 
-def _merge(base: Any, over: Any) -> Any:
-    """Mappings merge key by key; anything else (lists included) is replaced whole."""
+# Keys of a mapping that belong together: a layer setting any of them replaces them all, so
+# a fit written by another form of `memgate fit relevance` (weights and a bias only) is not
+# merged with the shipped fit's other weights into a model neither fitted.
+_TOGETHER: dict[tuple[str, ...], frozenset[str]] = {
+    ("recall", "relevance", "fitted"): frozenset(
+        {"embedder", "weights", "memory_weights", "request_weights", "bias"}
+    ),
+}
+
+
+def _merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
+    """Mappings merge key by key, but for keys that belong together (``_TOGETHER``);
+    anything else (lists included) is replaced whole."""
     if isinstance(base, dict) and isinstance(over, dict):
         merged = dict(base)
+        together = _TOGETHER.get(path, frozenset())
+        if together.intersection(over):
+            for key in together:
+                merged.pop(key, None)
         for key, value in over.items():
-            merged[key] = _merge(base[key], value) if key in base else value
+            merged[key] = _merge(merged[key], value, (*path, str(key))) if key in merged else value
         return merged
     return over
 

@@ -252,7 +252,7 @@ def relevant(
         if (
             cand.off_topic
             and off_bar is not None
-            and cand.fitted >= off_bar
+            and cand.fitted >= max(off_bar, bar.fitted.add_at)
             and not _shared(cand, terms)
         ):
             return True
