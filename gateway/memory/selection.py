@@ -243,9 +243,8 @@ def relevant(
         # a memory they make likely needed is relevant; one about other topics than the
         # request's only when they make it likelier still and it shares no word with the
         # request, as a shared word lifts what the fit reads too (Java the island and Java
-        # at work, a pet python and a Python question): a kind of memory many requests need
-        # shares none (a night shift for a running plan, a partner who eats nothing spicy
-        # for a week's trip)
+        # at work): a kind of memory many requests need shares none (a night shift for a
+        # running plan, a partner who eats nothing spicy for a week's trip)
         off_bar = bar.fitted.add_off_topic_at
         if cand.fitted >= bar.fitted.add_at and not cand.off_topic:
             return True
