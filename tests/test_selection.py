@@ -718,14 +718,28 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert likely.to_trace()["fitted"] == fitted.add_at
     assert first_failure(knee(fitted.add_at - 0.01), policy, LIFE, NOW, words) == "threshold"
     # about other topics than the request's: only a likelihood of add_off_topic_at adds it,
-    # and only when it shares no word with the request (a shared word lifts the likelihood)
+    # and not when it shares with the request a word a topic reads as a subject (the two use
+    # it in two senses, and it lifts the likelihood); any other shared word does not keep
+    # it out
     off_bar = fitted.add_off_topic_at
     assert off_bar is not None and off_bar > fitted.add_at
     assert first_failure(knee(off_bar, off_topic=True), policy, LIFE, NOW, words) is None
     below = knee(off_bar - 0.01, off_topic=True)
     assert first_failure(below, policy, LIFE, NOW, words) == "threshold"
     knees = frozenset({"膝盖", "行程"})
+    assert "膝盖" in policy.keywords
     assert first_failure(knee(0.99, off_topic=True), policy, LIFE, NOW, knees) == "threshold"
+    stairs = frozenset({"上坎", "重庆"})
+    assert not stairs & policy.keywords
+    assert first_failure(knee(off_bar, off_topic=True), policy, LIFE, NOW, stairs) is None
+
+    def java(likely: float) -> Candidate:
+        cand = topical("我平时工作写Java后端", 0.1, vector=0.05)
+        cand.off_topic, cand.fitted = True, likely
+        return cand
+
+    island = frozenset({"java", "indonesia", "august"})
+    assert first_failure(java(0.99), policy, LIFE, NOW, island) == "threshold"
     unset = bar.model_copy(update={"fitted": fitted.model_copy(update={"add_off_topic_at": None})})
     never = policy.model_copy(
         update={"recall": policy.recall.model_copy(update={"relevance": unset})}

@@ -1034,9 +1034,10 @@ class FittedRelevanceSpec(_Model):
     user's life at all (not for a memory of the user's life in a project, in a task of
     ``meaning_only_in_tasks`` or in a question about how the world is), a memory at least
     ``add_at`` likely is relevant, one about other topics than the request's only at
-    ``add_off_topic_at`` and when it shares no content word with the request (a shared word
-    lifts the likelihood of a memory the request does not need: Java the island, Java at
-    work), and one below ``drop_below`` is not, unless it is in a slot, a
+    ``add_off_topic_at`` and when it shares with the request no word a topic or slot reads
+    as a subject (about other topics the two use it in two senses, and the shared word lifts
+    the likelihood: Java the island, Java at work), and one below ``drop_below`` is not,
+    unless it is in a slot, a
     name both write links it, or it shares a topic with the request that is not one of
     ``drop_through``: broad topics (food, health) hold facts of every kind, where a
     shared topic says little; a narrow one (a pacemaker and airport security) is a link the
@@ -1375,6 +1376,15 @@ class Policy(_Model):
         keywords = [k for t in self.topics for k in t.keywords]
         keywords += [k for s in self.slots for k in s.keywords]
         return frozenset(k.lower() for k in keywords if k.isascii() and " " not in k)
+
+    @cached_property
+    def keywords(self) -> frozenset[str]:
+        """Every word or phrase the topics and slots read as a subject, in either language
+        (lower case): a memory about other topics than the request's that shares one uses
+        it in another sense ("Java" the island, Java at work)."""
+        keywords = [k for t in self.topics for k in t.keywords]
+        keywords += [k for s in self.slots for k in s.keywords]
+        return frozenset(k.lower() for k in keywords)
 
     @cached_property
     def one_valued_slots(self) -> frozenset[str]:

@@ -146,6 +146,7 @@ def first_failure(
         general=general,
         due=_due(m, policy.recall.relevance.due_within_days),
         subject_words=policy.vocabulary,
+        keywords=policy.keywords,
         tool_slots=policy.tool_slots,
     ):
         return "threshold"
@@ -177,13 +178,14 @@ def relevant(
     general: bool = False,
     due: bool = False,
     subject_words: frozenset[str] = frozenset(),
+    keywords: frozenset[str] = frozenset(),
     tool_slots: frozenset[str] = frozenset(),
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names, or sharing several content words with a meaning that is not unrelated
     (one, for a memory said for the coming days: ``due``; ``subject_words`` are the words
     the topics and slots read as subjects, which such a memory about other topics may not
-    share alone).
+    share alone; ``keywords`` every word they read so, in either language).
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is not enough (but for a plan of the
@@ -241,10 +243,12 @@ def relevant(
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
         # a memory they make likely needed is relevant; one about other topics than the
-        # request's only when they make it likelier still and it shares no word with the
-        # request, as a shared word lifts what the fit reads too (Java the island and Java
-        # at work): a kind of memory many requests need shares none (a night shift for a
-        # running plan, a partner who eats nothing spicy for a week's trip)
+        # request's only when they make it likelier still: a kind of memory many requests
+        # need (a night shift for a running plan, a partner who eats nothing spicy for a
+        # week's trip). Not when it shares a word a topic reads as a subject: about other
+        # topics, the two use it in two senses, and the shared word lifts what the fit reads
+        # (Java the island and Java at work). Any other shared word links like the meaning
+        # does (the choir the user sings in, for a question on the choir's concert)
         off_bar = bar.fitted.add_off_topic_at
         if cand.fitted >= bar.fitted.add_at and not cand.off_topic:
             return True
@@ -252,7 +256,7 @@ def relevant(
             cand.off_topic
             and off_bar is not None
             and cand.fitted >= max(off_bar, bar.fitted.add_at)
-            and not _shared(cand, terms)
+            and not _shared(cand, terms) & keywords
         ):
             return True
         # ... and one they make unlikely is not, but for a memory in a slot, which says where
