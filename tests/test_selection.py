@@ -699,8 +699,8 @@ def test_a_plan_of_the_coming_days_named_at_work_is_relevant(policy: Policy) -> 
 def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy) -> None:
     """Where the request's words may link the user's life, a memory the fitted relevance
     (recall.relevance.fitted) makes likely needed is relevant whatever its topics and words
-    share (about other topics than the request's, at a higher bar and sharing no word with
-    it), and one it makes unlikely is not, even on a shared topic; a name both write
+    share (about other topics than the request's, at a higher bar and sharing no word a
+    topic or slot reads as a subject), and one it makes unlikely is not, even on a shared topic; a name both write
     still links. In a project, or with no likelihood worked out, the other tests decide."""
     bar = policy.recall.relevance
     fitted = bar.fitted
@@ -718,9 +718,9 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     assert likely.to_trace()["fitted"] == fitted.add_at
     assert first_failure(knee(fitted.add_at - 0.01), policy, LIFE, NOW, words) == "threshold"
     # about other topics than the request's: only a likelihood of add_off_topic_at adds it,
-    # and not when it shares with the request a word a topic reads as a subject (the two use
-    # it in two senses, and it lifts the likelihood); any other shared word does not keep
-    # it out
+    # and not when it shares with the request a word a topic or slot reads as a subject (the
+    # two use it in two senses, and it lifts the likelihood), in the form the topics read it
+    # (Traditional as Simplified); any other shared word does not keep it out
     off_bar = fitted.add_off_topic_at
     assert off_bar is not None and off_bar > fitted.add_at
     assert first_failure(knee(off_bar, off_topic=True), policy, LIFE, NOW, words) is None
@@ -729,6 +729,12 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     knees = frozenset({"膝盖", "行程"})
     assert "膝盖" in policy.keywords
     assert first_failure(knee(0.99, off_topic=True), policy, LIFE, NOW, knees) == "threshold"
+    traditional = knee(0.99, off_topic=True)
+    traditional.memory.content = "我膝蓋做過手術，爬坡上坎還是疼"
+    assert "膝蓋" not in policy.keywords
+    assert first_failure(traditional, policy, LIFE, NOW, frozenset({"膝蓋", "重慶"})) == (
+        "threshold"
+    )
     stairs = frozenset({"上坎", "重庆"})
     assert not stairs & policy.keywords
     assert first_failure(knee(off_bar, off_topic=True), policy, LIFE, NOW, stairs) is None

@@ -1379,12 +1379,13 @@ class Policy(_Model):
 
     @cached_property
     def keywords(self) -> frozenset[str]:
-        """Every word or phrase the topics and slots read as a subject, in either language
-        (lower case): a memory about other topics than the request's that shares one uses
-        it in another sense ("Java" the island, Java at work)."""
+        """The words the topics and slots read as a subject, in either language (lower case,
+        one word each: a phrase is never one shared word): a memory about other topics than
+        the request's that shares one uses it in another sense ("Java" the island, Java at
+        work). A compound the word splitter cuts ("苹果手机") is none of them."""
         keywords = [k for t in self.topics for k in t.keywords]
         keywords += [k for s in self.slots for k in s.keywords]
-        return frozenset(k.lower() for k in keywords)
+        return frozenset(k.lower() for k in keywords if " " not in k)
 
     @cached_property
     def one_valued_slots(self) -> frozenset[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.memory import inject
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, RecallSpec
+from gateway.memory.policy import Policy, RecallSpec, normalize, plain_words
 from gateway.memory.records import Memory
 from gateway.memory.textsearch import name_words
 from gateway.memory.textsearch import tokens as text_tokens
@@ -245,10 +245,10 @@ def relevant(
         # a memory they make likely needed is relevant; one about other topics than the
         # request's only when they make it likelier still: a kind of memory many requests
         # need (a night shift for a running plan, a partner who eats nothing spicy for a
-        # week's trip). Not when it shares a word a topic reads as a subject: about other
-        # topics, the two use it in two senses, and the shared word lifts what the fit reads
-        # (Java the island and Java at work). Any other shared word links like the meaning
-        # does (the choir the user sings in, for a question on the choir's concert)
+        # week's trip). Not when it shares a word a topic or slot reads as a subject: about
+        # other topics, the two use it in two senses, and the shared word lifts what the fit
+        # reads (Java the island and Java at work). Any other shared word links like the
+        # meaning does ("week": night shifts all next week, for next week's meals)
         off_bar = bar.fitted.add_off_topic_at
         if cand.fitted >= bar.fitted.add_at and not cand.off_topic:
             return True
@@ -256,7 +256,7 @@ def relevant(
             cand.off_topic
             and off_bar is not None
             and cand.fitted >= max(off_bar, bar.fitted.add_at)
-            and not _shared(cand, terms) & keywords
+            and not _subject(_shared(cand, terms), keywords)
         ):
             return True
         # ... and one they make unlikely is not, but for a memory in a slot, which says where
@@ -316,6 +316,16 @@ def _shared(cand: Candidate, terms: frozenset[str]) -> frozenset[str]:
     shared = terms.intersection(text_tokens(cand.memory.content))
     cand.shared_terms = len(shared)
     return shared
+
+
+def _subject(words: frozenset[str], keywords: frozenset[str]) -> bool:
+    """Whether one of ``words`` (as the text splits) is one of ``keywords``, in the form the
+    topics read: Traditional as Simplified, full width as ASCII, a plural as its singular."""
+    for word in words:
+        folded = normalize(word).lower()
+        if folded in keywords or not keywords.isdisjoint(plain_words(folded)):
+            return True
+    return False
 
 
 def _shared_terms(cand: Candidate, terms: frozenset[str]) -> int:
