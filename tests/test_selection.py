@@ -700,8 +700,9 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     """Where the request's words may link the user's life, a memory the fitted relevance
     (recall.relevance.fitted) makes likely needed is relevant whatever its topics and words
     share (about other topics than the request's, at a higher bar and sharing no word a
-    topic or slot reads as a subject), and one it makes unlikely is not, even on a shared topic; a name both write
-    still links. In a project, or with no likelihood worked out, the other tests decide."""
+    topic or slot reads as a subject), and one it makes unlikely is not, even on a shared
+    topic; a name both write still links. In a project, or with no likelihood worked out,
+    the other tests decide."""
     bar = policy.recall.relevance
     fitted = bar.fitted
     assert 0.0 < fitted.drop_below < fitted.add_at <= 1.0
