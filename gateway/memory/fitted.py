@@ -98,7 +98,7 @@ def fit(
     vector alone, by Adam from equal product weights ``start`` (a scaled cosine) and no
     weight for either vector alone: deterministic, so the same scenarios give the same
     weights on one machine (another BLAS may sum in another order, and Adam's normalised
-    step carries such differences on weights with next to no gradient). ``rate`` is Adam's
+    step can carry such differences on weights with next to no gradient). ``rate`` is Adam's
     step; with it, ``iterations`` bounds how far a weight moves from its start (twice the
     steps rank held-out scenarios' pairs no better, at a lower log loss; not tried through
     recall). The weights of a vector alone are held towards

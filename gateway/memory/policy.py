@@ -1370,22 +1370,22 @@ class Policy(_Model):
         return frozenset(t.name for t in self.topics if t.held_by)
 
     @cached_property
-    def vocabulary(self) -> frozenset[str]:
-        """The single words the topics and slots name ("java", "python", "rust"): written
-        capitalised they are the names of things, not of the user's people and places."""
-        keywords = [k for t in self.topics for k in t.keywords]
-        keywords += [k for s in self.slots for k in s.keywords]
-        return frozenset(k.lower() for k in keywords if k.isascii() and " " not in k)
-
-    @cached_property
     def keywords(self) -> frozenset[str]:
         """The words the topics and slots read as a subject, in either language (lower case,
         one word each: a phrase is never one shared word): a memory about other topics than
         the request's that shares one uses it in another sense ("Java" the island, Java at
-        work). A compound the word splitter cuts ("苹果手机") is none of them."""
+        work). A compound the word splitter cuts ("苹果手机" is split in two) never matches
+        a word of a text."""
         keywords = [k for t in self.topics for k in t.keywords]
         keywords += [k for s in self.slots for k in s.keywords]
         return frozenset(k.lower() for k in keywords if " " not in k)
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """The single words the topics and slots name in Latin letters ("java", "python",
+        "rust"): written capitalised they are the names of things, not of the user's people
+        and places."""
+        return frozenset(k for k in self.keywords if k.isascii())
 
     @cached_property
     def one_valued_slots(self) -> frozenset[str]:
