@@ -403,13 +403,14 @@ HORIZONS = [
     ("三个周期以后再看", "plan", NOW + 14 * DAY),
     # several times: the latest
     ("下周开始准备，年底前考完驾照", "goal", datetime(2026, 1, 1, tzinfo=UTC)),
-    # no time, a time it starts from, a weekly habit: the type's lifetime
+    # no time, a time it starts from: the type's lifetime
     ("去上海出差", "plan", NOW + 14 * DAY),
     ("准备雅思考试", "goal", NOW + 30 * DAY),
     ("从明天开始每天跑五公里", "goal", NOW + 30 * DAY),
     ("starting next week I'm running every morning", "goal", NOW + 30 * DAY),
-    ("每周五晚上打羽毛球", "plan", NOW + 14 * DAY),
-    ("I go to the gym every Friday", "plan", NOW + 14 * DAY),
+    # a plan that comes back every week: a season's routine
+    ("每周五晚上打羽毛球", "plan", NOW + 90 * DAY),
+    ("I go to the gym every Friday", "plan", NOW + 90 * DAY),
     # only goals and plans: a project's facts keep its lifetime
     ("we ship the new API next month", "project", NOW + 365 * DAY),
 ]

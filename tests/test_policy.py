@@ -1144,3 +1144,63 @@ def test_spoken_cantonese_and_northern_words_read_as_mandarin(typed: str, read: 
     from gateway.memory.policy import normalize
 
     assert normalize(typed) == read
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("每周一、周三下午陪我妈去做针灸", 90),
+        ("每个星期六上午带儿子上围棋课", 90),
+        ("Choir practice every Thursday evening at the church hall", 90),
+        ("Hydrotherapy on Mondays and Wednesdays", 90),
+        # a date still ends it, routine or not
+        ("这周三下午去复诊", 7),
+        ("每周五打球，这周六去爬山", 7),
+        ("Trumpet lessons every Tuesday until the end of the month", 28),
+    ],
+)
+def test_a_weekly_routine_is_no_plan_of_this_week(policy: Policy, text: str, days: int) -> None:
+    """A plan that comes back every week runs for a season; a weekday in its list ("每周一、
+    周三") is no date of this week, which would end it seven days after it was saved."""
+    saved = datetime(2027, 3, 3, 12, tzinfo=UTC)
+    until = policy.horizons.until(text, "plan", saved)
+    assert until is not None and (until - saved).days == days, until
+
+
+@pytest.mark.parametrize(
+    ("text", "memory_type", "slot"),
+    [
+        # a currency named with its country, by its code, or "when amounts come up"
+        ("Please give all prices in Ghanaian cedis", "preference", "currency"),
+        ("Budgets in KES, thanks", "preference", "currency"),
+        ("报价一律用阿联酋迪拉姆", "preference", "currency"),
+        ("说到花费的时候都用印度卢比", "preference", "currency"),
+        ("I paid in Ghanaian cedis at the border", "profile", None),
+        # a recipe's measures in Chinese units, or "written in grams"
+        ("菜谱的用量写克，别写杯", "preference", "units"),
+        ("Give me recipe amounts in 斤, I shop at the wet market", "preference", "units"),
+        ("这个菜谱的分量写两人份", "preference", None),
+        # a long name asked for, or one set against the name not to use
+        ("请叫我诸葛云飞，全名", "profile", "name"),
+        ("别再叫我William了，叫Will就好", "profile", "name"),
+        ("别再叫我帮忙了，叫小区物业吧", "profile", None),
+        ("小狗每天六点就叫我起床遛它", "profile", None),
+        # a project's charting library, said in lower case
+        ("the farm dashboard's plots are made with seaborn", "project", "project_tool"),
+        # the spreadsheet program now used, said without 表格
+        ("换电脑以后现在用 Excel，WPS 卸了", "preference", "spreadsheet_app"),
+        ("我平时用 WPS 写周报", "preference", None),
+    ],
+)
+def test_slot_phrasings_of_both_languages(
+    policy: Policy, text: str, memory_type: str, slot: str | None
+) -> None:
+    assert derive_slot(text, policy, memory_type) == slot
+
+
+def test_a_spreadsheet_question_is_about_code_and_its_conditions_no_illness(policy: Policy) -> None:
+    from gateway.memory.policy import topics_of
+
+    assert "coding" in topics_of("透视表怎么按季度汇总？", policy)
+    assert "health" not in topics_of("Write a formula with three conditions for the bonus", policy)
+    assert "health" in topics_of("my dad has two conditions, gout and asthma", policy)
