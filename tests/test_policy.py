@@ -1180,6 +1180,18 @@ def test_a_weekly_routine_is_no_plan_of_this_week(policy: Policy, text: str, day
         ("菜谱的用量写克，别写杯", "preference", "units"),
         ("Give me recipe amounts in 斤, I shop at the wet market", "preference", "units"),
         ("这个菜谱的分量写两人份", "preference", None),
+        # a unit gone back to in Chinese, a Chinese unit asked for in English, both scales
+        ("还是换回英里和磅吧，美国的App都这么显示", "preference", "units"),
+        ("Use 斤 when you talk about weights", "preference", "units"),
+        ("Give me temperatures in °F, my oven only shows those", "preference", "units"),
+        ("早饭改成米粥", "preference", None),
+        # a script of Chinese asked for
+        (
+            "Traditional Chinese is what I grew up with, answer in that please",
+            "preference",
+            "language",
+        ),
+        ("Can you write this sign in traditional characters?", "preference", None),
         # a long name asked for, or one set against the name not to use
         ("请叫我诸葛云飞，全名", "profile", "name"),
         ("别再叫我William了，叫Will就好", "profile", "name"),

@@ -1023,6 +1023,10 @@ def test_a_rewrite_says_a_change_a_deletion_only_with_what_is_there_now(policy: 
     assert says_change("Rebuilt the site in Astro over the summer", policy)
     assert says_change("Ripped Redux out of the app last sprint", policy)
     assert says_change("小红书不弄了，现在全挪到视频号", policy)
+    # a project's data or code moved from one tool to another, or rewritten in one
+    assert says_change("We moved the club's bookings from Trello to Notion", policy)
+    assert says_change("Moved the shop data off Airtable into Postgres", policy)
+    assert says_change("We rewrote the kiosk app in react-native", policy)
     for same in (
         "I rewrote my CV last night",
         "The engine was rebuilt in 2019",
@@ -2817,6 +2821,16 @@ def test_newer_wins_on_a_one_valued_subject_whatever_the_wording(
         ),
         # a name written inside Chinese
         ("dash 的账都记在 Excel 表里", "dash 记账已经换成 SQLite 了，Excel 不用了", "project"),
+        # a move from one tool to another that names the one left
+        (
+            "dash 的后台跑在 Firebase 上",
+            "We moved the dash backend from Firebase to Supabase",
+            "project",
+        ),
+        # a currency, a unit or a name said in words the slots did not read
+        ("Quote prices in US dollars", "涉及金额的时候一律用南非兰特", "global"),
+        ("Weights in kilos please", "Use 斤 for weights from now on", "global"),
+        ("Call me Robert", "别再叫我Robert了，叫Rob就行", "global"),
         # a move to a tool is no move of home; a move said in Cantonese; a name with 就得
         ("I code in VS Code", "Moved over to WebStorm last month, much happier", "global"),
         ("我哋住喺 Markham", "上个月搬咗去 Oakville 喇", "global"),
