@@ -1216,3 +1216,27 @@ def test_a_spreadsheet_question_is_about_code_and_its_conditions_no_illness(poli
     assert "coding" in topics_of("透视表怎么按季度汇总？", policy)
     assert "health" not in topics_of("Write a formula with three conditions for the bonus", policy)
     assert "health" in topics_of("my dad has two conditions, gout and asthma", policy)
+
+
+@pytest.mark.parametrize(
+    ("text", "memory_type", "applies"),
+    [
+        # a tool the user codes in reaches coding requests, however it is worded
+        ("我写代码一律用 Sublime Text", "preference", "relevant"),
+        # a habit while coding is no wish about answers; a wish while coding is
+        ("写代码的时候我总爱听播客", "profile", "relevant"),
+        ("写代码的时候请给完整的文件", "preference", "always"),
+        # a sibling's need, the language spoken with a relative or one's blog is written in
+        ("我弟弟有自闭症，去人多的地方会紧张", "profile", "relevant"),
+        ("跟我外公打电话只能说潮汕话", "profile", "relevant"),
+        ("I write my food blog in Italian", "profile", "relevant"),
+        # ... while the user's own need and a language to answer in stand
+        ("我有阅读障碍，请用短句", "accessibility", "always"),
+        ("以后跟我说话用英文", "preference", "always"),
+    ],
+)
+def test_what_applies_always_is_the_users_own_wish_about_answers(
+    policy: Policy, text: str, memory_type: str, applies: str
+) -> None:
+    slot = derive_slot(text, policy, memory_type)
+    assert derive_applies(text, policy, memory_type, slot, "global") == applies, slot

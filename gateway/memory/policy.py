@@ -1720,13 +1720,15 @@ def standing_by_words(text: str, policy: Policy) -> bool:
 def derive_applies(
     text: str, policy: Policy, memory_type: str, slot: str | None, scope: str
 ) -> str:
-    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
+    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``).
+    A tool the user works with (``Policy.tool_slots``: "写代码都用 VS Code") is no wish about
+    answers however it is worded: it reaches the requests of its topic."""
     spec = policy.applies
     scope_kind = "task" if scope.startswith("task:") else scope
     if (
         scope_kind in spec.scopes
         or (slot is not None and slot in spec.slots)
-        or standing_by_words(text, policy)
+        or (slot not in policy.tool_slots and standing_by_words(text, policy))
     ):
         return "always"
     if matches_any(spec.relevant, text):
