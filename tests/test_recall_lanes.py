@@ -4297,3 +4297,25 @@ def test_a_projects_data_kept_in_a_file_is_its_database(policy: Policy) -> None:
         "database"
     )
     assert derive_slot("Export the monthly report as a CSV file", policy, "project") is None
+
+
+async def test_a_request_about_someone_close_meets_a_memory_about_someone_named(
+    service: Memories, policy: Policy
+) -> None:
+    """A present for "my boyfriend" and what the user said of Tomás: the memories never
+    said who Tomás is, so the likelihood decides at its own bar (SomeoneCloseSpec); the
+    same memory does not reach a request about no one close."""
+    ident = Identity(f"close{time.time_ns()}", "ines", None, "on", "tr_close")
+    tomas = await service.create(
+        ident, content="Tomás collects old jazz records and restores record players", type="profile"
+    )
+    recaller = Recaller(service.store, service.embedder, policy, service.clock)
+    gift = await recaller.recall(ident, "我男朋友下个月生日，送他什么礼物好？")
+    (cand,) = [c for c in gift.candidates if c.memory.id == tomas.memory.id]
+    close = policy.recall.relevance.fitted.someone_close
+    assert close.at is not None and cand.fitted is not None
+    assert close.at <= cand.fitted < policy.recall.relevance.fitted.add_at, cand.fitted
+    assert [m.id for m in gift.injected] == [tomas.memory.id]
+    assert "partner" in gift.query_topics
+    own = await recaller.recall(ident, "我下个月生日，想给自己买个礼物，有什么推荐？")
+    assert tomas.memory.id not in [m.id for m in own.injected]

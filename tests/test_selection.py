@@ -796,3 +796,57 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     leo = Candidate(memory("My son Leo is dyslexic"), 0.2, 3.0, 0.2)
     leo.fitted = 0.01
     assert relevant(leo, policy.recall, frozenset({"leo", "book"}), frozenset({"leo"}))
+
+
+def test_a_memory_about_someone_the_user_names_meets_a_request_about_someone_close(
+    policy: Policy,
+) -> None:
+    """A request about someone close to the user (a boyfriend's present) names no one; a
+    memory about someone the user names ("Tomás 最近迷上了攀岩") may be about them. At the
+    likelihood ``someone_close.at`` it is relevant; not about a pet, not one opening with a
+    word the topics read, not for a request about no one close, not in a work task."""
+    close = policy.recall.relevance.fitted.someone_close
+    assert close.at is not None and close.at < policy.recall.relevance.fitted.add_at
+    words = frozenset({"男朋友", "生日", "礼物"})
+
+    def about(content: str, likely: float, **fields: object) -> Candidate:
+        cand = topical(content, 0.1, vector=0.05, **fields)
+        cand.off_topic, cand.fitted = True, likely
+        return cand
+
+    def decided(cand: Candidate, close_one: bool = True, who: Identity = LIFE) -> str | None:
+        return first_failure(cand, policy, who, NOW, words, close=close_one)
+
+    for text in ("Tomás 最近迷上了攀岩", "Tomás is obsessed with bouldering", "乐乐最近迷上了拼图"):
+        assert decided(about(text, close.at)) is None, text
+        assert decided(about(text, close.at - 0.01)) == "threshold", text
+        assert decided(about(text, close.at), close_one=False) == "threshold", text
+        at_work = Identity("t", "u", None, "on", "tr_close", task="work")
+        assert decided(about(text, close.at), who=at_work) == "threshold", text
+    # a pet's name, a memory opening with a hobby or with the user
+    pet = about("Pickles is scared of thunder", close.at, topics=["pets"])
+    assert decided(pet) == "threshold"
+    for text in ("Yoga is my thing", "Bouldering is my thing", "我最近迷上了攀岩"):
+        assert decided(about(text, 0.5)) == "threshold", text
+
+
+@pytest.mark.parametrize(
+    ("text", "who"),
+    [
+        ("Tomás is a nurse and loves jazz", "tomás"),
+        ("Anna's exams start in June", "anna"),
+        ("Mei Ling loves hiking", "mei"),
+        ("Kai 最近在学冲浪", "kai"),
+        ("豆豆最近迷恐龙", "豆豆"),
+        ("Fishing is how I relax", None),
+        ("Coriander's a no for me", None),
+        ("This year I want to swim more", None),
+        ("My son is 7", None),
+        ("天天都要喝咖啡", None),
+        ("我最喜欢钓鱼", None),
+    ],
+)
+def test_who_a_memory_opens_with(text: str, who: str | None) -> None:
+    from gateway.memory.textsearch import opens_with_someone
+
+    assert opens_with_someone(text) == who

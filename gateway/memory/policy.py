@@ -1026,6 +1026,20 @@ class ResembledTopicsSpec(_Model):
     examples: tuple[RequestExample, ...] = ()
 
 
+class SomeoneCloseSpec(_Model):
+    """A memory about someone the user names ("Kai 最近迷上了手冲咖啡", "Doudou loves
+    dinosaurs") for a request about someone close to the user (one of ``topics``: a
+    boyfriend's birthday present, a grandson's birthday wish): the request says "my
+    boyfriend", the memory his name, and which of the user's people is which the memories
+    rarely say. Relevant at the likelihood ``at`` (none: never), unless the memory is about
+    one of ``not_about`` (a pet's name reads like a person's). Names of either list the
+    policy has no topic of are passed over."""
+
+    topics: tuple[Name, ...] = ()
+    not_about: frozenset[Name] = frozenset()
+    at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+
+
 class FittedRelevanceSpec(_Model):
     """A relevance fitted to written scenarios (``gateway.memory.fitted``): one weight a
     dimension of ``embedder``'s vectors for their products, one for the memory's vector and
@@ -1062,6 +1076,7 @@ class FittedRelevanceSpec(_Model):
     # dropped by ``drop_below``: an allergy is what a shared food topic is there for, which
     # the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
+    someone_close: SomeoneCloseSpec = SomeoneCloseSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:

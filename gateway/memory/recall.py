@@ -620,9 +620,14 @@ class Recaller:
         general: bool = False,
     ) -> None:
         alive: list[Candidate] = []
+        # about someone close to the user: a memory about someone the user names may be
+        # about them (SomeoneCloseSpec)
+        close = not set(self.policy.recall.relevance.fitted.someone_close.topics).isdisjoint(
+            result.query_topics
+        )
         for cand in result.candidates:
             cand.reason = first_failure(
-                cand, self.policy, ident, now, terms, names, leading, general=general
+                cand, self.policy, ident, now, terms, names, leading, general=general, close=close
             )
             if cand.reason is None:
                 alive.append(cand)

@@ -15,7 +15,7 @@ from gateway.memory import inject
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, RecallSpec, normalize, plain_words
 from gateway.memory.records import Memory
-from gateway.memory.textsearch import name_words
+from gateway.memory.textsearch import name_words, opens_with_someone
 from gateway.memory.textsearch import tokens as text_tokens
 
 if TYPE_CHECKING:  # a type only: this module sends nothing to Redis
@@ -121,11 +121,13 @@ def first_failure(
     leading: frozenset[str] = frozenset(),
     *,
     general: bool = False,
+    close: bool = False,
 ) -> str | None:
     """The first check ``cand`` fails (its drop reason), or None. ``terms`` and ``names``:
     the request's content words and names; ``leading``: capitalised words opening its
     sentences, names only where a memory writes them capitalised too; ``general``: the
-    request asks how the world is, not about the user (``policy.general_question``). Conflicts and
+    request asks how the world is, not about the user (``policy.general_question``);
+    ``close``: it is about someone close to the user (``SomeoneCloseSpec``). Conflicts and
     sensitivity are judged by the recaller afterwards; a paused user's recall never gets
     here."""
     m = cand.memory
@@ -144,6 +146,7 @@ def first_failure(
         in_project=bool(ident.project_id),
         task=ident.task,
         general=general,
+        close=close,
         due=_due(m, policy.recall.relevance.due_within_days),
         subject_words=policy.vocabulary,
         keywords=policy.keywords,
@@ -176,6 +179,7 @@ def relevant(
     in_project: bool = False,
     task: str | None = None,
     general: bool = False,
+    close: bool = False,
     due: bool = False,
     subject_words: frozenset[str] = frozenset(),
     keywords: frozenset[str] = frozenset(),
@@ -257,6 +261,19 @@ def relevant(
             and off_bar is not None
             and cand.fitted >= max(off_bar, bar.fitted.add_at)
             and not _subject(_shared(cand, terms), keywords)
+        ):
+            return True
+        # a request about someone close (a boyfriend's present) and a memory about someone
+        # the user names ("Kai 最近迷上了手冲咖啡"): which of the user's people is which the
+        # memories rarely say, so the likelihood decides, at its own bar (SomeoneCloseSpec)
+        close_bar = bar.fitted.someone_close
+        if (
+            close
+            and close_bar.at is not None
+            and cand.fitted >= close_bar.at
+            and close_bar.not_about.isdisjoint(cand.memory.topics)
+            and (who := opens_with_someone(cand.memory.content)) is not None
+            and who not in keywords
         ):
             return True
         # ... and one they make unlikely is not, but for a memory in a slot, which says where

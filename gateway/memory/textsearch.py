@@ -232,6 +232,42 @@ _PERSON = re.compile(
 )
 
 
+# Someone a memory opens with, as what it is about: "Kai is a dive instructor", "Oisín's
+# obsessed with sharks", "Lin Xiao loves cats", "Kai 最近迷上了手冲咖啡". A capitalised word
+# followed by a verb, by someone's thing ("Xiaoyu's winter break") or by Chinese; not one
+# ending in -ing ("Fishing is how I unwind") nor a contraction ("Coriander's a no").
+_OPENING_NAME = re.compile(
+    r"\s*(?P<name>[A-Z][a-zà-ÿ]{1,15})(?: [A-Z][a-zà-ÿ]{1,15})?"
+    r"(?:(?:'s|’s) (?!(?:a|an|the|my|our|no|not|what|how|been|got|gone)\b)"
+    r"|\s?(?=[\u4e00-\u9fff])"
+    r"| (?=(?:is|was|has|had|turns|turned|loves|likes|hates|adores|gets|takes|teaches|plays|"
+    r"practi[sc]es|already|always|never|still|really|just|can't|won't|prefers|wants|works|"
+    r"lives|studies|communicates|goes|keeps|needs|sings|reads|eats|collects|wears)\b))"
+)
+_NAME_TAGS = frozenset({"nr", "nrt", "nrfg"})
+
+
+@lru_cache(maxsize=8192)
+def opens_with_someone(text: str) -> str | None:
+    """The name of someone the text opens with as what it is about, lowercased, in English
+    or in Chinese ("豆豆最近迷恐龙": a doubled character no everyday word; "子轩喜欢打篮球": a
+    name the dictionary tags as one); None if it opens otherwise. A word of the user's
+    topics may still open it ("Astrophotography is my thing"): the caller checks those."""
+    found = _OPENING_NAME.match(text)
+    if found:
+        word = found.group("name").lower()
+        if word.endswith("ing") or word in STOPWORDS or word in _NOT_NAMES:
+            return None
+        return word
+    start = text.lstrip()
+    if _DOUBLED.match(start) and start[:2] not in _DOUBLED_WORDS:
+        return start[:2]
+    tagged = rjieba.tag(start[:12])
+    if tagged and tagged[0][1] in _NAME_TAGS and len(tagged[0][0]) >= 2:
+        return str(tagged[0][0])
+    return None
+
+
 def people(text: str) -> frozenset[str]:
     """The names of people (and pets) a text speaks of, lowercased: "Noah is 11" and "my son
     Noah" name Noah, "I use Evernote" names no one."""
