@@ -850,3 +850,32 @@ def test_who_a_memory_opens_with(text: str, who: str | None) -> None:
     from gateway.memory.textsearch import opens_with_someone
 
     assert opens_with_someone(text) == who
+
+
+def test_a_name_written_in_chinese_and_in_english_is_one_name(policy: Policy) -> None:
+    """ "糖糖周末来我家" and "My granddaughter Tangtang is three" share no word, so no keyword
+    search or shared-name test of the same writing links them; the name in pinyin does,
+    either way round, where the meanings are not opposed."""
+    from gateway.memory.textsearch import romanized
+
+    assert romanized(frozenset({"糖糖", "阿杰", "leo"})) == {"tangtang", "ajie"}
+
+    def cand(content: str, vector: float = 0.05) -> Candidate:
+        return topical(content, 0.1, vector=vector)
+
+    words = frozenset({"周末", "点心"})
+    gran = "My granddaughter Tangtang is three and loves dumplings"
+    assert first_failure(cand(gran), policy, LIFE, NOW, words, leading=frozenset({"糖糖"})) is None
+    assert first_failure(cand(gran), policy, LIFE, NOW, words, frozenset({"糖糖"})) is None
+    party = frozenset({"party", "birthday"})
+    nuts = cand("悦悦对花生过敏，一点都不能碰")
+    assert first_failure(nuts, policy, LIFE, NOW, party, frozenset({"yueyue"})) is None
+    assert nuts.shared_name
+    # another name, a meaning opposed, a work task
+    assert first_failure(cand(gran), policy, LIFE, NOW, words, frozenset({"豆豆"})) == "threshold"
+    opposed = cand(gran, vector=policy.recall.relevance.topic_min_similarity - 0.05)
+    assert first_failure(opposed, policy, LIFE, NOW, words, frozenset({"糖糖"})) == "threshold"
+    at_work = Identity("t", "u", None, "on", "tr_names", task="work")
+    assert first_failure(cand(gran), policy, at_work, NOW, words, frozenset({"糖糖"})) == (
+        "threshold"
+    )

@@ -15,7 +15,7 @@ from gateway.memory import inject
 from gateway.memory.identity import Identity
 from gateway.memory.policy import Policy, RecallSpec, normalize, plain_words
 from gateway.memory.records import Memory
-from gateway.memory.textsearch import name_words, opens_with_someone
+from gateway.memory.textsearch import name_words, opens_with_someone, romanized
 from gateway.memory.textsearch import tokens as text_tokens
 
 if TYPE_CHECKING:  # a type only: this module sends nothing to Redis
@@ -239,6 +239,19 @@ def relevant(
             cand.vector >= bar.shared_terms_min_similarity and bool(leading & written.inside)
         )
         if cand.shared_name:
+            return True
+    if (
+        linked
+        and bar.shared_name
+        and (names or leading)
+        and cand.vector >= bar.topic_min_similarity
+    ):
+        # ... or one text writes in Chinese and the other in English ("糖糖周末来我家" and "My
+        # granddaughter Tangtang is three"): no word is shared, so no keyword search found it
+        written = name_words(cand.memory.content)
+        theirs, asked = written.inside | written.opening, names | leading
+        if not (romanized(asked).isdisjoint(theirs) and romanized(theirs).isdisjoint(asked)):
+            cand.shared_name = True
             return True
     if general:
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import rjieba  # type: ignore[import-not-found]
+from pypinyin import lazy_pinyin
 
 _NOT_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 _MAX_TOKENS = 64
@@ -230,6 +231,14 @@ _PERSON = re.compile(
     r"partner|boyfriend|girlfriend|brother|sister|mum|mom|dad|father|mother|friend|dog|cat|"
     r"puppy|kitten|grandson|granddaughter|nephew|niece) )([A-Z][a-z]+)"
 )
+
+
+@lru_cache(maxsize=8192)
+def romanized(names: frozenset[str]) -> frozenset[str]:
+    """The Chinese names among ``names`` in pinyin without tones, run together, as English
+    writes them ("糖糖": "tangtang", "阿杰": "ajie", "悦悦": "yueyue"): a name one text writes
+    in Chinese and the other in English is one name."""
+    return frozenset("".join(lazy_pinyin(name)) for name in names if not name.isascii())
 
 
 # Someone a memory opens with, as what it is about: "Kai is a dive instructor", "Oisín's
