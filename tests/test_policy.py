@@ -1221,8 +1221,10 @@ def test_a_spreadsheet_question_is_about_code_and_its_conditions_no_illness(poli
 @pytest.mark.parametrize(
     ("text", "memory_type", "applies"),
     [
-        # a tool the user codes in reaches coding requests, however it is worded
+        # a tool the user codes in reaches coding requests, however it is worded; a wish
+        # about the code written for the user stands
         ("我写代码一律用 Sublime Text", "preference", "relevant"),
+        ("Always use pytest for the tests you write", "preference", "always"),
         # a habit while coding is no wish about answers; a wish while coding is
         ("写代码的时候我总爱听播客", "profile", "relevant"),
         ("写代码的时候请给完整的文件", "preference", "always"),

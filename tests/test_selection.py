@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 from itertools import count
+from pathlib import Path
 
 import pytest
 
@@ -799,7 +800,7 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
 
 
 def test_a_memory_about_someone_the_user_names_meets_a_request_about_someone_close(
-    policy: Policy,
+    policy: Policy, tmp_path: Path
 ) -> None:
     """A request about someone close to the user (a boyfriend's present) names no one; a
     memory about someone the user names ("Tomás 最近迷上了攀岩") may be about them. At the
@@ -828,6 +829,17 @@ def test_a_memory_about_someone_the_user_names_meets_a_request_about_someone_clo
     assert decided(pet) == "threshold"
     for text in ("Yoga is my thing", "Bouldering is my thing", "我最近迷上了攀岩"):
         assert decided(about(text, 0.5)) == "threshold", text
+    # an overlay without the bar, or without the topics, turns it off
+    for i, knobs in enumerate(("at: null", "topics: []")):
+        path = tmp_path / f"off{i}.yaml"
+        path.write_text(
+            f"recall:\n  relevance:\n    fitted:\n      someone_close:\n        {knobs}\n"
+        )
+        off = load_policy(path)
+        closed = off.recall.relevance.fitted.someone_close
+        close_one = not set(closed.topics).isdisjoint({"partner"})
+        cand = about("Tomás 最近迷上了攀岩", 0.5)
+        assert first_failure(cand, off, LIFE, NOW, words, close=close_one) == "threshold"
 
 
 @pytest.mark.parametrize(
@@ -838,6 +850,12 @@ def test_a_memory_about_someone_the_user_names_meets_a_request_about_someone_clo
         ("Mei Ling loves hiking", "mei"),
         ("Kai 最近在学冲浪", "kai"),
         ("豆豆最近迷恐龙", "豆豆"),
+        ("Tingting 最近迷上了拼图", "tingting"),
+        ("Kai，最近在学冲浪", "kai"),
+        ("小美喜欢猫", "小美"),
+        ("丁丁最近迷恐龙", None),
+        ("Let's keep it simple", None),
+        ("Today's plan is a long walk", None),
         ("Fishing is how I relax", None),
         ("Coriander's a no for me", None),
         ("This year I want to swim more", None),
@@ -871,6 +889,11 @@ def test_a_name_written_in_chinese_and_in_english_is_one_name(policy: Policy) ->
     nuts = cand("悦悦对花生过敏，一点都不能碰")
     assert first_failure(nuts, policy, LIFE, NOW, party, frozenset({"yueyue"})) is None
     assert nuts.shared_name
+    # a weak sign on both sides: a word opening the request, a doubled name opening the memory
+    nana = cand("娜娜对花生过敏，一点都不能碰")
+    assert first_failure(nana, policy, LIFE, NOW, party, leading=frozenset({"nana"})) == (
+        "threshold"
+    )
     # another name, a meaning opposed, a work task
     assert first_failure(cand(gran), policy, LIFE, NOW, words, frozenset({"豆豆"})) == "threshold"
     opposed = cand(gran, vector=policy.recall.relevance.topic_min_similarity - 0.05)

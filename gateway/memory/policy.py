@@ -662,7 +662,10 @@ class AppliesSpec(_Model):
     request is about (answer language, format, accessibility, a project's stack).
     ``relevant``: only when the request is about it (an allergy when food comes up).
     A memory is standing when its scope kind or its slot is listed or a pattern matches its
-    words (a wish about answers: "我是聋人，回答请用简单的书面语" is about the answers' tone);
+    words (a wish about answers: "我是聋人，回答请用简单的书面语" is about the answers' tone),
+    but for one in a slot of ``worked_in``: what the user works in (an editor, an OS, a
+    spreadsheet program: "写代码都用 VS Code") is no wish about answers however it is
+    worded, and reaches the requests of its topic;
     otherwise, when one of ``relevant`` matches its words it applies when relevant, whatever
     its type (the shipped rules list none; an operator may keep a kind of need topical);
     otherwise it is standing when its type is listed, and else it gets ``default``.
@@ -671,6 +674,7 @@ class AppliesSpec(_Model):
     default: Literal["always", "relevant"] = "relevant"
     types: tuple[Name, ...] = ()
     slots: tuple[Name, ...] = ()
+    worked_in: tuple[Name, ...] = ()
     scopes: tuple[Literal["project", "task"], ...] = ()
     relevant: tuple[RuleSpec, ...] = ()
     patterns: tuple[RuleSpec, ...] = ()
@@ -1735,15 +1739,13 @@ def standing_by_words(text: str, policy: Policy) -> bool:
 def derive_applies(
     text: str, policy: Policy, memory_type: str, slot: str | None, scope: str
 ) -> str:
-    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``).
-    A tool the user works with (``Policy.tool_slots``: "写代码都用 VS Code") is no wish about
-    answers however it is worded: it reaches the requests of its topic."""
+    """``always`` or ``relevant`` for a memory whose writer did not say (see ``AppliesSpec``)."""
     spec = policy.applies
     scope_kind = "task" if scope.startswith("task:") else scope
     if (
         scope_kind in spec.scopes
         or (slot is not None and slot in spec.slots)
-        or (slot not in policy.tool_slots and standing_by_words(text, policy))
+        or (slot not in spec.worked_in and standing_by_words(text, policy))
     ):
         return "always"
     if matches_any(spec.relevant, text):
@@ -2447,6 +2449,9 @@ def _check_applies(policy: Policy) -> Iterator[tuple[Loc, str]]:
     for i, name in enumerate(spec.slots):
         if name not in slots:
             yield ("applies", "slots", i), f"unknown slot {name!r}"
+    for i, name in enumerate(spec.worked_in):
+        if name not in slots:
+            yield ("applies", "worked_in", i), f"unknown slot {name!r}"
     for i, name in enumerate(policy.changes.ends_slots):
         if name not in slots:
             yield ("changes", "ends_slots", i), f"unknown slot {name!r}"

@@ -224,34 +224,12 @@ def relevant(
         linked
         and bar.shared_name
         and (names or leading)
-        and cand.text > 0
         and cand.vector >= bar.topic_min_similarity
     ):
-        # a name both write as one ("Leo", "Toronto"): the memory is about whom or where
-        # the request is, whatever else either is about. A word opening a sentence of the
-        # request ("Leo has a book report") is one only where the memory writes it
-        # capitalised inside a sentence ("My son Leo is dyslexic"); a memory opening with
-        # it does not say ("Write" and "Help" open both).
-        written = name_words(cand.memory.content)
-        cand.shared_name = bool(names & (written.inside | written.opening)) or (
-            # a capitalised word opening a sentence is a weaker sign ("Reading" the town
-            # and "Reading comprehension"): the meanings must not be unrelated either
-            cand.vector >= bar.shared_terms_min_similarity and bool(leading & written.inside)
-        )
+        # a name both write ("Leo", "Toronto"): the memory is about whom or where the request
+        # is, whatever else either is about (``_names_meet``)
+        cand.shared_name = _names_meet(cand, names, leading, bar.shared_terms_min_similarity)
         if cand.shared_name:
-            return True
-    if (
-        linked
-        and bar.shared_name
-        and (names or leading)
-        and cand.vector >= bar.topic_min_similarity
-    ):
-        # ... or one text writes in Chinese and the other in English ("糖糖周末来我家" and "My
-        # granddaughter Tangtang is three"): no word is shared, so no keyword search found it
-        written = name_words(cand.memory.content)
-        theirs, asked = written.inside | written.opening, names | leading
-        if not (romanized(asked).isdisjoint(theirs) and romanized(theirs).isdisjoint(asked)):
-            cand.shared_name = True
             return True
     if general:
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
@@ -279,12 +257,12 @@ def relevant(
         # a request about someone close (a boyfriend's present) and a memory about someone
         # the user names ("Kai 最近迷上了手冲咖啡"): which of the user's people is which the
         # memories rarely say, so the likelihood decides, at its own bar (SomeoneCloseSpec)
-        close_bar = bar.fitted.someone_close
+        someone = bar.fitted.someone_close
         if (
             close
-            and close_bar.at is not None
-            and cand.fitted >= close_bar.at
-            and close_bar.not_about.isdisjoint(cand.memory.topics)
+            and someone.at is not None
+            and cand.fitted >= someone.at
+            and someone.not_about.isdisjoint(cand.memory.topics)
             and (who := opens_with_someone(cand.memory.content)) is not None
             and who not in keywords
         ):
@@ -338,6 +316,33 @@ def relevant(
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
         return _shared_terms(cand, terms) >= bar.shared_terms
     return False
+
+
+def _names_meet(
+    cand: Candidate, names: frozenset[str], leading: frozenset[str], unrelated: float
+) -> bool:
+    """Whether the request names someone or somewhere the memory names. ``names`` are the
+    request's names; ``leading`` capitalised words opening its sentences, a weaker sign
+    ("Reading" the town and "Reading comprehension"), as is a memory's word opening a
+    sentence ("Write" and "Help" open many). Written alike (the keyword search found the
+    word: ``cand.text``), a weak sign of the request's counts only where the memory writes
+    the word inside a sentence ("My son Leo is dyslexic") and the meanings are not
+    ``unrelated``. One text may write the name in Chinese and the other in pinyin
+    ("糖糖周末来我家" and "My granddaughter Tangtang is three"), which shares no word: two
+    writings of one name are one sign, so a weak one counts beside a strong one, not two
+    weak ones."""
+    written = name_words(cand.memory.content)
+    theirs = written.inside | written.opening
+    if cand.text > 0 and (
+        not names.isdisjoint(theirs)
+        or (cand.vector >= unrelated and not leading.isdisjoint(written.inside))
+    ):
+        return True
+
+    def across(asked: frozenset[str], named: frozenset[str]) -> bool:
+        return not (romanized(asked).isdisjoint(named) and asked.isdisjoint(romanized(named)))
+
+    return across(names, theirs) or across(leading, written.inside)
 
 
 def _shared(cand: Candidate, terms: frozenset[str]) -> frozenset[str]:

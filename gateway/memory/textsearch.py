@@ -16,7 +16,6 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import rjieba  # type: ignore[import-not-found]
-from pypinyin import lazy_pinyin
 
 _NOT_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 _MAX_TOKENS = 64
@@ -237,18 +236,22 @@ _PERSON = re.compile(
 def romanized(names: frozenset[str]) -> frozenset[str]:
     """The Chinese names among ``names`` in pinyin without tones, run together, as English
     writes them ("糖糖": "tangtang", "阿杰": "ajie", "悦悦": "yueyue"): a name one text writes
-    in Chinese and the other in English is one name."""
-    return frozenset("".join(lazy_pinyin(name)) for name in names if not name.isascii())
+    in Chinese and the other in English is one name. Imported on first use: most processes
+    that read text never compare names across scripts."""
+    from pypinyin import lazy_pinyin
+
+    return frozenset("".join(lazy_pinyin(name)) for name in names if _HAN.search(name))
 
 
 # Someone a memory opens with, as what it is about: "Kai is a dive instructor", "Oisín's
 # obsessed with sharks", "Lin Xiao loves cats", "Kai 最近迷上了手冲咖啡". A capitalised word
-# followed by a verb, by someone's thing ("Xiaoyu's winter break") or by Chinese; not one
-# ending in -ing ("Fishing is how I unwind") nor a contraction ("Coriander's a no").
+# followed by a verb, by someone's thing ("Xiaoyu's winter break") or by Chinese; not a
+# contraction ("Coriander's a no", "Let's"), and in English not a word ending in -ing
+# ("Fishing is how I unwind"; "Tingting 最近迷恐龙" is someone).
 _OPENING_NAME = re.compile(
     r"\s*(?P<name>[A-Z][a-zà-ÿ]{1,15})(?: [A-Z][a-zà-ÿ]{1,15})?"
-    r"(?:(?:'s|’s) (?!(?:a|an|the|my|our|no|not|what|how|been|got|gone)\b)"
-    r"|\s?(?=[\u4e00-\u9fff])"
+    r"(?:(?P<owned>'s|’s) (?!(?:a|an|the|my|our|no|not|what|how|been|got|gone)\b)"
+    r"|(?P<han>\s?(?=[\u4e00-\u9fff，、：]))"
     r"| (?=(?:is|was|has|had|turns|turned|loves|likes|hates|adores|gets|takes|teaches|plays|"
     r"practi[sc]es|already|always|never|still|really|just|can't|won't|prefers|wants|works|"
     r"lives|studies|communicates|goes|keeps|needs|sings|reads|eats|collects|wears)\b))"
@@ -265,12 +268,19 @@ def opens_with_someone(text: str) -> str | None:
     found = _OPENING_NAME.match(text)
     if found:
         word = found.group("name").lower()
-        if word.endswith("ing") or word in STOPWORDS or word in _NOT_NAMES:
+        if (
+            (word.endswith("ing") and found.group("han") is None)
+            or word in _NOT_OWNERS
+            or word in _NOT_NAMES
+        ):
             return None
         return word
     start = text.lstrip()
-    if _DOUBLED.match(start) and start[:2] not in _DOUBLED_WORDS:
-        return start[:2]
+    if _DOUBLED.match(start):
+        return None if start[:2] in _DOUBLED_WORDS else start[:2]
+    nick = _NICKNAME.match(start)
+    if nick and nick.group() in _nicknames(start[:4]):
+        return nick.group()
     tagged = rjieba.tag(start[:12])
     if tagged and tagged[0][1] in _NAME_TAGS and len(tagged[0][0]) >= 2:
         return str(tagged[0][0])
