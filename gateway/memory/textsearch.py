@@ -250,7 +250,7 @@ def romanized(names: frozenset[str]) -> frozenset[str]:
 # ("Fishing is how I unwind"; "Tingting 最近迷恐龙" is someone).
 _OPENING_NAME = re.compile(
     r"\s*(?P<name>[A-Z][a-zà-ÿ]{1,15})(?: [A-Z][a-zà-ÿ]{1,15})?"
-    r"(?:(?P<owned>'s|’s) (?!(?:a|an|the|my|our|no|not|what|how|been|got|gone)\b)"
+    r"(?:(?:'s|’s) (?!(?:a|an|the|my|our|no|not|what|how|been|got|gone)\b)"
     r"|(?P<han>\s?(?=[\u4e00-\u9fff，、：]))"
     r"| (?=(?:is|was|has|had|turns|turned|loves|likes|hates|adores|gets|takes|teaches|plays|"
     r"practi[sc]es|already|always|never|still|really|just|can't|won't|prefers|wants|works|"
