@@ -837,7 +837,7 @@ def test_a_memory_about_someone_the_user_names_meets_a_request_about_someone_clo
         )
         off = load_policy(path)
         closed = off.recall.relevance.fitted.someone_close
-        close_one = not set(closed.topics).isdisjoint({"partner"})
+        close_one = not closed.topics.isdisjoint({"partner"})
         cand = about("Tomás 最近迷上了攀岩", 0.5)
         assert first_failure(cand, off, LIFE, NOW, words, close=close_one) == "threshold"
 

@@ -1039,7 +1039,7 @@ class SomeoneCloseSpec(_Model):
     one of ``not_about`` (a pet's name reads like a person's). Names of either list the
     policy has no topic of are passed over."""
 
-    topics: tuple[Name, ...] = ()
+    topics: frozenset[Name] = frozenset()
     not_about: frozenset[Name] = frozenset()
     at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 

@@ -622,7 +622,7 @@ class Recaller:
         alive: list[Candidate] = []
         # about someone close to the user: a memory about someone the user names may be
         # about them (SomeoneCloseSpec)
-        close = not set(self.policy.recall.relevance.fitted.someone_close.topics).isdisjoint(
+        close = not self.policy.recall.relevance.fitted.someone_close.topics.isdisjoint(
             result.query_topics
         )
         for cand in result.candidates:

@@ -186,7 +186,9 @@ def relevant(
     tool_slots: frozenset[str] = frozenset(),
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
-    request names, or sharing several content words with a meaning that is not unrelated
+    request names (in either script: ``_names_meet``), about someone the user names where
+    the request is about someone ``close`` (``SomeoneCloseSpec``), or sharing several
+    content words with a meaning that is not unrelated
     (one, for a memory said for the coming days: ``due``; ``subject_words`` are the words
     the topics and slots read as subjects, which such a memory about other topics may not
     share alone; ``keywords`` every word they read so, in either language).

@@ -236,11 +236,14 @@ _PERSON = re.compile(
 def romanized(names: frozenset[str]) -> frozenset[str]:
     """The Chinese names among ``names`` in pinyin without tones, run together, as English
     writes them ("糖糖": "tangtang", "阿杰": "ajie", "悦悦": "yueyue"): a name one text writes
-    in Chinese and the other in English is one name. Imported on first use: most processes
-    that read text never compare names across scripts."""
+    in Chinese and the other in English is one name. Most name sets hold no Chinese name:
+    those cost no lookup, and pypinyin is imported only once one does."""
+    chinese = [name for name in names if _HAN.search(name)]
+    if not chinese:
+        return frozenset()
     from pypinyin import lazy_pinyin
 
-    return frozenset("".join(lazy_pinyin(name)) for name in names if _HAN.search(name))
+    return frozenset("".join(lazy_pinyin(name)) for name in chinese)
 
 
 # Someone a memory opens with, as what it is about: "Kai is a dive instructor", "Oisín's
