@@ -48,20 +48,21 @@ def _auc(scores: np.ndarray, needed: np.ndarray) -> float:
 def test_the_fit_learns_which_dimensions_say_a_memory_is_needed() -> None:
     """Pairs whose need shows in two dimensions of eight, not in the whole cosine: the fitted
     weights rank the needed above the rest far better than the cosine does, and the same
-    pairs always give the same weights."""
+    pairs always give the same weights (without directions across dimensions, which would
+    share the load: their own test follows)."""
     rng = np.random.default_rng(7)
     queries = _unit(rng.normal(size=(600, 8)))
     memories = _unit(rng.normal(size=(600, 8)))
     signal = queries[:, 0] * memories[:, 0] + queries[:, 1] * memories[:, 1]
     needed = signal > 0.05
-    fitted = fit(queries, memories, needed)
+    fitted = fit(queries, memories, needed, rank=0)
     assert (fitted.pairs, fitted.needed) == (600, int(needed.sum()))
     weights = np.asarray(fitted.weights)
     learned = (queries * memories) @ weights + fitted.bias
     cosine = (queries * memories).sum(axis=1)
     assert _auc(learned, needed) > 0.95 > _auc(cosine, needed) + 0.1
     assert weights[:2].min() > np.abs(weights[2:]).max()
-    assert fit(queries, memories, needed) == fitted
+    assert fit(queries, memories, needed, rank=0) == fitted
 
 
 def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
@@ -74,7 +75,7 @@ def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
     memories = _unit(rng.normal(size=(800, 8)))
     signal = queries[:, 0] * memories[:, 0] + 0.5 * memories[:, 1] + 0.5 * queries[:, 2]
     needed = signal > 0.1
-    fitted = fit(queries, memories, needed)
+    fitted = fit(queries, memories, needed, rank=0)
     assert len(fitted.memory_weights) == len(fitted.request_weights) == 8
     memory, request = np.asarray(fitted.memory_weights), np.asarray(fitted.request_weights)
     assert memory[1] > 5 * np.abs(np.delete(memory, 1)).max()
@@ -87,11 +88,50 @@ def test_the_fit_learns_kinds_of_memory_and_request_that_matter_alone() -> None:
     assert abs(likely.mean() - needed.mean()) < 0.02
     # what the shrink is for: unheld, the weights of a vector alone grow larger; it holds
     # only them, so a large one takes them to about 0 and leaves the product weights as free
-    loose = fit(queries, memories, needed, shrink=0.0)
+    loose = fit(queries, memories, needed, shrink=0.0, rank=0)
     assert np.abs(loose.memory_weights).sum() > np.abs(memory).sum()
-    held = fit(queries, memories, needed, shrink=10.0)
+    held = fit(queries, memories, needed, shrink=10.0, rank=0)
     assert np.abs([*held.memory_weights, *held.request_weights]).max() < 0.1
     assert held.weights[0] > 5.0 > 3 * np.abs(held.weights[1:]).max()
+
+
+def _pairwise(spec: FittedRelevanceSpec, queries: np.ndarray, memories: np.ndarray) -> np.ndarray:
+    """The likelihood the spec gives each request of its own memory (row i with row i)."""
+    relevance = FittedRelevance(spec, _Named(spec.embedder, queries.shape[1]))  # type: ignore[arg-type]
+    rows = [relevance.likelihoods(q, m[None, :]) for q, m in zip(queries, memories, strict=True)]
+    return np.array([float(r[0]) for r in rows if r is not None])
+
+
+def test_the_fit_learns_what_one_dimension_of_the_request_calls_for_in_another() -> None:
+    """Pairs whose need is a direction of the request meeting another direction of the
+    memory (a week to plan and a night shift are not alike in any one dimension): no weight
+    a dimension, of their products or of either vector alone, can carry it; the directions
+    of rank ``k`` do, and the likelihood the spec reads is the one fitted."""
+    rng = np.random.default_rng(5)
+    queries = _unit(rng.normal(size=(800, 8)))
+    memories = _unit(rng.normal(size=(800, 8)))
+    needed = queries[:, 0] * memories[:, 1] > 0.05
+    flat = fit(queries, memories, needed, rank=0)
+    assert flat.request_factors == flat.memory_factors == ()
+    fitted = fit(queries, memories, needed, rank=2)
+    assert len(fitted.request_factors) == len(fitted.memory_factors) == 2
+    spec = FittedRelevanceSpec(
+        embedder="usem3q8",
+        weights=fitted.weights,
+        memory_weights=fitted.memory_weights,
+        request_weights=fitted.request_weights,
+        request_factors=fitted.request_factors,
+        memory_factors=fitted.memory_factors,
+        bias=fitted.bias,
+    )
+    likely = _pairwise(spec, queries, memories)
+    flat_spec = spec.model_copy(update={"request_factors": (), "memory_factors": ()})
+    without = _pairwise(flat_spec, queries, memories)
+    assert _auc(likely, needed) > 0.97
+    assert _auc(without, needed) < 0.75
+    assert fit(queries, memories, needed, rank=2) == fitted
+    with pytest.raises(ValueError, match="rank"):
+        fit(queries, memories, needed, rank=-1)
 
 
 def test_the_fit_needs_pairs_of_both_kinds() -> None:
@@ -132,6 +172,16 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
     both = FittedRelevance(alone, _Named("usem3q8", 4)).likelihoods(query, rows)  # type: ignore[arg-type]
     # sigmoid(2 + 0 + 0.5 - 1) and sigmoid(0 + 3 + 0.5 - 1)
     assert both is not None and np.allclose(both, 1 / (1 + np.exp([-1.5, -2.5])))
+    # a direction of the request met by another of the memory: (Uq) . (Vm) = 1 * 2 for the
+    # second row, nothing for the first
+    crossed = alone.model_copy(
+        update={
+            "request_factors": ((1.0, 0.0, 0.0, 0.0),),
+            "memory_factors": ((0.0, 2.0, 0.0, 0.0),),
+        }
+    )
+    across = FittedRelevance(crossed, _Named("usem3q8", 4)).likelihoods(query, rows)  # type: ignore[arg-type]
+    assert across is not None and np.allclose(across, 1 / (1 + np.exp([-1.5, -4.5])))
 
 
 @pytest.mark.parametrize(
@@ -144,6 +194,29 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
         ({"embedder": "usem3q8", "weights": (1.0,), "request_weights": (1.0, 2.0)}, "request_"),
         ({"embedder": "usem3q8", "weights": (1.0,), "memory_weights": (float("inf"),)}, "finite"),
         ({"add_at": 0.0}, "greater than 0"),
+        (
+            {"embedder": "usem3q8", "weights": (1.0,), "request_factors": ((1.0,),)},
+            "as many rows",
+        ),
+        (
+            {
+                "embedder": "usem3q8",
+                "weights": (1.0, 2.0),
+                "request_factors": ((1.0,),),
+                "memory_factors": ((1.0, 0.0),),
+            },
+            "one value a dimension",
+        ),
+        ({"request_factors": ((1.0,),), "memory_factors": ((1.0,),)}, "need the weights"),
+        (
+            {
+                "embedder": "usem3q8",
+                "weights": (1.0,),
+                "request_factors": ((float("nan"),),),
+                "memory_factors": ((1.0,),),
+            },
+            "finite",
+        ),
     ],
 )
 def test_a_fitted_relevance_that_cannot_be_read_is_refused(
@@ -158,6 +231,8 @@ def test_the_shipped_weights_are_for_the_local_embedder(shipped_policy: Policy) 
     embedder = LocalEmbedder()
     assert fitted.embedder == embedder.model_id and len(fitted.weights) == embedder.dims
     assert len(fitted.memory_weights) == len(fitted.request_weights) == embedder.dims
+    assert len(fitted.request_factors) == len(fitted.memory_factors) > 0
+    assert {len(row) for row in (*fitted.request_factors, *fitted.memory_factors)} == {512}
     assert FittedRelevance(fitted, embedder).enabled
 
 
@@ -175,6 +250,7 @@ def test_a_layer_with_a_fit_of_its_own_replaces_the_shipped_fit_whole(tmp_path: 
     own = load_policy(layer).recall.relevance.fitted
     assert own.weights == (1.0,) * 512 and own.bias == -1.0
     assert own.memory_weights == () and own.request_weights == ()
+    assert own.request_factors == own.memory_factors == ()
     layer.write_text("recall:\n  relevance:\n    fitted:\n      weights: []\n", encoding="utf-8")
     off = load_policy(layer).recall.relevance.fitted
     assert off.weights == off.memory_weights == off.request_weights == ()
@@ -276,6 +352,7 @@ def test_memgate_fit_relevance_writes_a_policy_layer(tmp_path: Path) -> None:
     fitted = load_policy(out).recall.relevance.fitted
     assert fitted.embedder == "usem3q8" and len(fitted.weights) == 512
     assert len(fitted.memory_weights) == len(fitted.request_weights) == 512
+    assert len(fitted.request_factors) == len(fitted.memory_factors) == 8
     # only needed memories: nothing to tell them from
     scenarios.write_text(
         scenarios.read_text(encoding="utf-8")

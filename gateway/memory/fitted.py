@@ -9,10 +9,13 @@ dimensions carry that: a logistic model over the products of the two unit vector
 dimension by dimension (one weight a dimension: the cosine is the case of equal weights),
 plus what each vector says alone: some kinds of memory matter to many requests (an
 allergy, a night shift, a knee that cannot take stairs) and some requests call for the
-user's life far more than others (a week to plan, against a word to translate),
-``sigmoid(sum_i (w_i q_i m_i + a_i m_i + c_i q_i) + b)``. The weights hold only for the
-embedder they were fitted with, named in the policy; another embedder (an upstream's)
-leaves this off.
+user's life far more than others (a week to plan, against a word to translate), and a few
+directions of the request against a few of the memory (``U`` and ``V``, rank ``k``): what
+one dimension of a request calls for is often said in another of the memory (a week to
+plan and a night shift are not alike in any one dimension),
+``sigmoid(sum_i (w_i q_i m_i + a_i m_i + c_i q_i) + (Uq) . (Vm) + b)``. The weights
+hold only for the embedder they were fitted with, named in the policy; another embedder
+(an upstream's) leaves this off.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class FittedRelevance:
         # no weights for what a vector says alone: the products' terms only (the form before)
         self._memory = _or_zeros(spec.memory_weights, weights.size)
         self._request = _or_zeros(spec.request_weights, weights.size)
+        # no factors: no term across dimensions (the form before)
+        self._request_factors = _rows(spec.request_factors, weights.size)
+        self._memory_factors = _rows(spec.memory_factors, weights.size)
 
     @property
     def enabled(self) -> bool:
@@ -58,13 +64,22 @@ class FittedRelevance:
         vector = np.asarray(query, dtype=np.float32)
         if vector.shape != weights.shape or rows.ndim != 2 or rows.shape[1] != weights.size:
             return None
+        # (Uq) . (Vm) = m . (V^T U q): the term across dimensions is one more weight a
+        # dimension of the memory, for this request
+        request = np.einsum("kj,j->k", self._request_factors, vector)
+        across = np.einsum("kj,k->j", self._memory_factors, request)
         # numpy's own loop, not BLAS (as ResembledTopics): a handful of rows a request
-        logits = np.einsum("ij,j->i", rows, weights * vector + self._memory).astype(np.float64)
+        per_memory = weights * vector + self._memory + across
+        logits = np.einsum("ij,j->i", rows, per_memory).astype(np.float64)
         return _sigmoid(logits + float(np.dot(self._request, vector)) + self.spec.bias)
 
 
 def _or_zeros(values: tuple[float, ...], size: int) -> np.ndarray:
     return np.asarray(values, dtype=np.float32) if values else np.zeros(size, np.float32)
+
+
+def _rows(values: tuple[tuple[float, ...], ...], size: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32).reshape(len(values), size)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -78,6 +93,8 @@ class Fit:
     weights: tuple[float, ...]
     memory_weights: tuple[float, ...]
     request_weights: tuple[float, ...]
+    request_factors: tuple[tuple[float, ...], ...]
+    memory_factors: tuple[tuple[float, ...], ...]
     bias: float
     pairs: int
     needed: int
@@ -92,19 +109,23 @@ def fit(
     rate: float = 0.01,
     start: float = 5.0,
     shrink: float = 1e-3,
+    rank: int = 8,
+    factor_shrink: float = 3e-4,
 ) -> Fit:
     """Logistic regression of ``needed`` on the dimension-wise products of each request's
-    and memory's unit vectors (row i of ``queries`` with row i of ``memories``) and on each
-    vector alone, by Adam from equal product weights ``start`` (a scaled cosine) and no
-    weight for either vector alone: deterministic, so the same scenarios give the same
-    weights on one machine (another BLAS may sum in another order, and Adam's normalised
-    step can carry such differences on weights with next to no gradient). ``rate`` is Adam's
-    step; with it, ``iterations`` bounds how far a weight moves from its start (twice the
-    steps rank held-out scenarios' pairs no better, at a lower log loss; not tried through
-    recall). The weights of a vector alone are held towards
-    0 (``shrink``, the gradient of a penalty ``shrink / 2`` times their squared norm):
-    without it they learn the very memories and requests of the scenarios fitted to, which
-    new scenarios do not repeat."""
+    and memory's unit vectors (row i of ``queries`` with row i of ``memories``), on each
+    vector alone and on ``rank`` products of a direction of the request with one of the
+    memory, by Adam from equal product weights ``start`` (a scaled cosine), no weight for
+    either vector alone and small directions drawn from a fixed seed: deterministic, so the
+    same scenarios give the same weights on one machine (another BLAS may sum in another
+    order, and Adam's normalised step can carry such differences on weights with next to no
+    gradient). ``rate`` is Adam's step; with it, ``iterations`` bounds how far a weight
+    moves from its start (twice the steps rank held-out scenarios' pairs no better, at a
+    lower log loss; not tried through recall). The weights of a vector alone are held
+    towards 0 (``shrink``, the gradient of a penalty ``shrink / 2`` times their squared
+    norm), and the directions by ``factor_shrink``: without it they learn the very
+    memories and requests of the scenarios fitted to, which new scenarios do not repeat
+    (the README's figures say which values held-out scenarios' pairs were ranked best at)."""
     q = np.asarray(queries, dtype=np.float64)
     m = np.asarray(memories, dtype=np.float64)
     y = np.asarray(needed, dtype=np.float64)
@@ -112,17 +133,36 @@ def fit(
         raise ValueError("one request and one memory vector per pair, and some pairs")
     if y.min() == y.max():
         raise ValueError("pairs of both kinds are needed: some needed, some not")
+    if rank < 0:
+        raise ValueError("the rank is a count of directions, 0 or more")
     x = q * m
     dims = x.shape[1]
-    # one parameter vector: product weights, memory weights, request weights, bias
-    theta = np.concatenate([np.full(dims, start), np.zeros(2 * dims), [-1.0]])
-    penalty = np.concatenate([np.zeros(dims), np.full(2 * dims, shrink), [0.0]])
+    # one parameter vector: product weights, memory weights, request weights, the request's
+    # and the memory's directions (rank rows each), bias
+    cut = np.cumsum([dims, dims, dims, rank * dims, rank * dims])
+    directions = np.random.default_rng(0).normal(0.0, 0.01, 2 * rank * dims)
+    theta = np.concatenate([np.full(dims, start), np.zeros(2 * dims), directions, [-1.0]])
+    penalty = np.concatenate(
+        [np.zeros(dims), np.full(2 * dims, shrink), np.full(2 * rank * dims, factor_shrink), [0.0]]
+    )
     first = np.zeros_like(theta)
     second = np.zeros_like(theta)
     for step in range(1, iterations + 1):
-        w, a, c, b = theta[:dims], theta[dims : 2 * dims], theta[2 * dims : 3 * dims], theta[-1]
-        error = (_sigmoid(x @ w + m @ a + q @ c + b) - y) / len(y)
-        grad = np.concatenate([x.T @ error, m.T @ error, q.T @ error, [error.sum()]])
+        w, a, c, u, v, b = np.split(theta, cut)
+        u, v = u.reshape(rank, dims), v.reshape(rank, dims)
+        qu, mv = q @ u.T, m @ v.T
+        logits = x @ w + m @ a + q @ c + (qu * mv).sum(axis=1) + b[0]
+        error = (_sigmoid(logits) - y) / len(y)
+        grad = np.concatenate(
+            [
+                x.T @ error,
+                m.T @ error,
+                q.T @ error,
+                ((error[:, None] * mv).T @ q).ravel(),
+                ((error[:, None] * qu).T @ m).ravel(),
+                [error.sum()],
+            ]
+        )
         grad += penalty * theta
         first = 0.9 * first + 0.1 * grad
         second = 0.999 * second + 0.001 * grad**2
@@ -131,11 +171,14 @@ def fit(
     def rounded(values: np.ndarray) -> tuple[float, ...]:
         return tuple(round(float(v), 4) for v in values)
 
+    w, a, c, u, v, b = np.split(theta, cut)
     return Fit(
-        rounded(theta[:dims]),
-        rounded(theta[dims : 2 * dims]),
-        rounded(theta[2 * dims : 3 * dims]),
-        round(float(theta[-1]), 4),
+        rounded(w),
+        rounded(a),
+        rounded(c),
+        tuple(rounded(row) for row in u.reshape(rank, dims)),
+        tuple(rounded(row) for row in v.reshape(rank, dims)),
+        round(float(b[0]), 4),
         len(y),
         int(y.sum()),
     )

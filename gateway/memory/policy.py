@@ -1044,10 +1044,25 @@ class SomeoneCloseSpec(_Model):
     at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 
 
+class PlansInScopeSpec(_Model):
+    """A plan or a goal of the user's (one of ``types``) for a request in a project or in a
+    task of ``meaning_only_in_tasks``, where the request's words describe the work and no
+    topic, name or shared word links the user's life: what the user is working towards
+    ("launch the booking flow by the end of July", a talk at a conference in July) is often
+    that very work, so the likelihood links it there at ``at`` (none: never). Other facts of
+    the user's life stay out, however likely the fit makes them: the fit is not written for
+    such requests, and a plan names what it is for where a hobby or a knee does not."""
+
+    types: frozenset[Name] = frozenset()
+    at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+
+
 class FittedRelevanceSpec(_Model):
     """A relevance fitted to written scenarios (``gateway.memory.fitted``): one weight a
     dimension of ``embedder``'s vectors for their products, one for the memory's vector and
-    one for the request's alone, and a ``bias``, from which a topical memory's
+    one for the request's alone, directions of the request and of the memory whose products
+    add to them (``request_factors``, ``memory_factors``), and a ``bias``, from which a
+    topical memory's
     likelihood of being needed by a request follows. Where the request's words may link the
     user's life at all (not for a memory of the user's life in a project, in a task of
     ``meaning_only_in_tasks`` or in a question about how the world is), a memory at least
@@ -1069,6 +1084,10 @@ class FittedRelevanceSpec(_Model):
     # what the memory's and the request's vector say alone (none: the products only)
     memory_weights: tuple[float, ...] = ()
     request_weights: tuple[float, ...] = ()
+    # directions of the request and of the memory whose products add to the likelihood, one
+    # row of each a direction (none: no term across dimensions)
+    request_factors: tuple[tuple[float, ...], ...] = ()
+    memory_factors: tuple[tuple[float, ...], ...] = ()
     bias: float = 0.0
     add_at: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
     # ... and one about other topics than the request's at this likelihood, or ``add_at`` if
@@ -1081,6 +1100,7 @@ class FittedRelevanceSpec(_Model):
     # the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
     someone_close: SomeoneCloseSpec = SomeoneCloseSpec()
+    plans_in_scope: PlansInScopeSpec = PlansInScopeSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:
@@ -1089,11 +1109,19 @@ class FittedRelevanceSpec(_Model):
         if self.weights and not self.embedder:
             raise ValueError("weights need the embedder they were fitted for")
         alone = (*self.memory_weights, *self.request_weights)
-        if not all(math.isfinite(w) for w in (*self.weights, *alone, self.bias)):
+        factors = [v for row in (*self.request_factors, *self.memory_factors) for v in row]
+        if not all(math.isfinite(w) for w in (*self.weights, *alone, *factors, self.bias)):
             raise ValueError("weights and bias must be finite numbers")
         for name, values in (("memory", self.memory_weights), ("request", self.request_weights)):
             if values and self.weights and len(values) != len(self.weights):
                 raise ValueError(f"{name}_weights need one weight a dimension, as weights")
+        if len(self.request_factors) != len(self.memory_factors):
+            raise ValueError("request_factors and memory_factors need as many rows")
+        rows = (*self.request_factors, *self.memory_factors)
+        if rows and not self.weights:
+            raise ValueError("factors need the weights they were fitted with")
+        if any(len(row) != len(self.weights) for row in rows):
+            raise ValueError("every row of the factors needs one value a dimension, as weights")
         return self
 
 
@@ -1958,7 +1986,15 @@ def _layer(text: str, filename: str) -> _Layer:
 # merged with the shipped fit's other weights into a model neither fitted.
 _TOGETHER: dict[tuple[str, ...], frozenset[str]] = {
     ("recall", "relevance", "fitted"): frozenset(
-        {"embedder", "weights", "memory_weights", "request_weights", "bias"}
+        {
+            "embedder",
+            "weights",
+            "memory_weights",
+            "request_weights",
+            "request_factors",
+            "memory_factors",
+            "bias",
+        }
     ),
 }
 
@@ -2126,6 +2162,12 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
 def _check_types(policy: Policy) -> Iterator[tuple[Loc, str]]:
     if not policy.types:
         yield ("types",), "at least one memory type is required"
+    plans = policy.recall.relevance.fitted.plans_in_scope
+    for name in sorted(plans.types - policy.types.keys()):
+        yield (
+            ("recall", "relevance", "fitted", "plans_in_scope", "types"),
+            f"unknown memory type {name!r}",
+        )
     for name, spec in policy.types.items():
         if spec.tier == "time_limited" and spec.ttl_days is None:
             yield ("types", name, "tier"), "a time_limited type needs ttl_days"

@@ -567,6 +567,8 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
                     "weights": list(fitted.weights),
                     "memory_weights": list(fitted.memory_weights),
                     "request_weights": list(fitted.request_weights),
+                    "request_factors": [list(row) for row in fitted.request_factors],
+                    "memory_factors": [list(row) for row in fitted.memory_factors],
                 }
             }
         }
@@ -574,7 +576,8 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
     header = (
         "# The fitted relevance (recall.relevance.fitted, gateway/memory/fitted.py), written by\n"
         "# `memgate fit relevance`: one weight a dimension of `embedder`'s vectors for their\n"
-        "# products, one for the memory's and one for the request's vector alone, and a bias.\n"
+        "# products, one for the memory's and one for the request's vector alone, directions\n"
+        "# of the request and of the memory whose products add to it, and a bias.\n"
     )
     try:
         Path(out).write_text(

@@ -237,6 +237,17 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
+    plans = bar.fitted.plans_in_scope
+    if (
+        not linked
+        and cand.fitted is not None
+        and plans.at is not None
+        and cand.fitted >= plans.at
+        and cand.memory.type in plans.types
+    ):
+        # in a project or a task, what the user works towards is often the work itself
+        # ("launch the booking flow by July" for the next weeks' plan): PlansInScopeSpec
+        return True
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
         # a memory they make likely needed is relevant; one about other topics than the
