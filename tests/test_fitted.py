@@ -19,7 +19,7 @@ from gateway.memory.embed import LocalEmbedder
 from gateway.memory.fitted import FittedRelevance, fit
 from gateway.memory.identity import Identity
 from gateway.memory.memories import Memories
-from gateway.memory.policy import FittedRelevanceSpec, Policy, load_policy
+from gateway.memory.policy import FittedRelevanceSpec, Policy, PolicyError, load_policy
 from gateway.memory.recall import Recaller
 
 pytestmark = pytest.mark.anyio
@@ -113,6 +113,14 @@ def test_the_fit_learns_what_one_dimension_of_the_request_calls_for_in_another()
     needed = queries[:, 0] * memories[:, 1] > 0.05
     flat = fit(queries, memories, needed, rank=0)
     assert flat.request_factors == flat.memory_factors == ()
+    flat_fit = FittedRelevanceSpec(
+        embedder="usem3q8",
+        weights=flat.weights,
+        memory_weights=flat.memory_weights,
+        request_weights=flat.request_weights,
+        bias=flat.bias,
+    )
+    assert _auc(_pairwise(flat_fit, queries, memories), needed) < 0.75
     fitted = fit(queries, memories, needed, rank=2)
     assert len(fitted.request_factors) == len(fitted.memory_factors) == 2
     spec = FittedRelevanceSpec(
@@ -255,6 +263,14 @@ def test_a_layer_with_a_fit_of_its_own_replaces_the_shipped_fit_whole(tmp_path: 
     off = load_policy(layer).recall.relevance.fitted
     assert off.weights == off.memory_weights == off.request_weights == ()
     assert not FittedRelevance(off, LocalEmbedder()).enabled
+    # ... and one setting some of the fit's keys but not its weights is refused: the fit it
+    # replaces whole would be turned off unasked (a layer meaning to drop the directions)
+    layer.write_text(
+        "recall:\n  relevance:\n    fitted:\n      request_factors: []\n      memory_factors: []\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PolicyError, match=r"fitted\.memory_factors: a fit's keys are replaced"):
+        load_policy(layer)
     layer.write_text("recall:\n  relevance:\n    fitted:\n      add_at: 0.8\n", encoding="utf-8")
     bars = load_policy(layer).recall.relevance.fitted
     assert bars.add_at == 0.8 and bars.add_off_topic_at is not None

@@ -1055,6 +1055,13 @@ def test_a_topic_lists_each_keyword_once() -> None:
         parse_policy(overlay, "overlay.yaml")
 
 
+def test_a_projects_plans_are_of_types_the_policy_names() -> None:
+    with pytest.raises(
+        PolicyError, match=r"recall\.relevance\.project_plans: unknown memory type 'wish'"
+    ):
+        parse_policy("recall:\n  relevance:\n    project_plans: [plan, wish]\n", "overlay.yaml")
+
+
 def test_a_change_ends_only_slots_the_policy_names() -> None:
     with pytest.raises(PolicyError, match=r"changes\.ends_slots\[0\]: unknown slot 'dieet'"):
         parse_policy("changes:\n  ends_slots: [dieet]\n", "overlay.yaml")

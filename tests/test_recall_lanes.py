@@ -4307,7 +4307,9 @@ async def test_a_request_about_someone_close_meets_a_memory_about_someone_named(
 ) -> None:
     """A present for "my boyfriend" and what the user said of Tomás: the memories never
     said who Tomás is, so the likelihood decides at its own bar (SomeoneCloseSpec); the
-    same memory does not reach a request about no one close."""
+    same memory does not reach a request about no one close. (The sentence this test held
+    before the fit gained its directions, "Tomás collects old jazz records and restores
+    record players", is 0.23 likely now, below the bar: a memory lost, as the README says.)"""
     ident = Identity(f"close{time.time_ns()}", "ines", None, "on", "tr_close")
     tomas = await service.create(
         ident, content="Tomás has got really into film photography lately", type="profile"

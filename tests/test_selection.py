@@ -213,36 +213,36 @@ def test_in_a_project_the_users_life_is_relevant_on_meaning_alone(policy: Policy
     assert first_failure(allergy(0.1), off, in_blog, NOW, words) is None
 
 
-def test_a_plan_the_fit_is_sure_of_meets_the_work_of_a_project_or_a_task(policy: Policy) -> None:
-    """In a project or a work task the request's words describe the work, so no topic or
-    shared word links the user's life; what the user works towards often is that work ("the
-    booking flow live by July" for the coming weeks' plan), so a plan or a goal the fitted
-    relevance makes likely enough is relevant there. A fact of the user's life is not,
-    however likely, nor a plan below the bar, nor one in a question about the world."""
-    plans = policy.recall.relevance.fitted.plans_in_scope
-    assert plans.at is not None and {"plan", "goal"} <= plans.types
+def test_a_plan_naming_the_project_meets_that_projects_requests(policy: Policy) -> None:
+    """In a project the request's words describe the work, so no topic, word or likelihood
+    links the user's life; a plan or a goal naming that very project is about the work
+    ("the raftbook booking flow live by July" for the coming weeks' plan of raftbook), in
+    any spelling of its id. Not one naming another project, nor a part of the id alone,
+    nor a fact of another kind, nor the same plan in a work task (no project to name), nor
+    one that has run out."""
+    assert {"plan", "goal"} <= policy.recall.relevance.project_plans
     words = frozenset({"weeks", "plan"})
+    raftbook = Identity("t", "u", "raftbook", "on", "tr_raft")
+    kestrel = Identity("t", "u", "kestrel-web", "on", "tr_kestrel")
     work = Identity("t", "u", None, "on", "tr_work2", task="work")
 
-    def aim(kind: str, likely: float) -> Candidate:
-        cand = topical("Launch the booking flow by the end of July", 0.2, vector=0.05, type=kind)
-        cand.off_topic, cand.fitted = True, likely
+    def aim(text: str, kind: str = "goal", **fields: object) -> Candidate:
+        cand = topical(text, 0.2, vector=0.05, type=kind, **fields)
+        cand.off_topic, cand.fitted = True, 0.01
         return cand
 
-    for who in (ME, work):
-        assert first_failure(aim("goal", plans.at), policy, who, NOW, words) is None
-        assert first_failure(aim("plan", 0.99), policy, who, NOW, words) is None
-        assert first_failure(aim("goal", plans.at - 0.01), policy, who, NOW, words) == "threshold"
-        assert first_failure(aim("profile", 0.99), policy, who, NOW, words) == "threshold"
-        # none worked out (weights for another embedder): nothing to go on
-        unknown = aim("goal", 0.99)
-        unknown.fitted = None
-        assert first_failure(unknown, policy, who, NOW, words) == "threshold"
-    spec = policy.recall.model_copy(
-        update={"relevance": policy.recall.relevance.model_copy(update={"similarity": 0.5})}
+    launch = "Goal: launch the raftbook booking flow by the end of July"
+    assert first_failure(aim(launch), policy, raftbook, NOW, words) is None
+    assert (
+        first_failure(aim("RaftBook beta 下周上线", "plan"), policy, raftbook, NOW, words) is None
     )
-    assert not relevant(aim("goal", 0.99), spec, words, in_project=True, general=True)
-    assert relevant(aim("goal", 0.99), spec, words, in_project=True)
+    assert first_failure(aim("Kestrel Web 1.0 by June"), policy, kestrel, NOW, words) is None
+    assert first_failure(aim("a web page by June"), policy, kestrel, NOW, words) == "threshold"
+    assert first_failure(aim(launch), policy, kestrel, NOW, words) == "threshold"
+    assert first_failure(aim(launch), policy, work, NOW, words) == "threshold"
+    assert first_failure(aim(launch, "profile"), policy, raftbook, NOW, words) == "threshold"
+    ended = aim(launch, expires_at=NOW - timedelta(days=1))
+    assert first_failure(ended, policy, raftbook, NOW, words) == "expired"
 
 
 def test_the_users_tools_meet_a_projects_code_and_a_coding_task(policy: Policy) -> None:

@@ -85,6 +85,7 @@ __all__ = [
     "load_policy",
     "memory_topics",
     "names_a_thing",
+    "names_project",
     "normalize",
     "one_valued_slots_named",
     "parse_policy",
@@ -1044,19 +1045,6 @@ class SomeoneCloseSpec(_Model):
     at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 
 
-class PlansInScopeSpec(_Model):
-    """A plan or a goal of the user's (one of ``types``) for a request in a project or in a
-    task of ``meaning_only_in_tasks``, where the request's words describe the work and no
-    topic, name or shared word links the user's life: what the user is working towards
-    ("launch the booking flow by the end of July", a talk at a conference in July) is often
-    that very work, so the likelihood links it there at ``at`` (none: never). Other facts of
-    the user's life stay out, however likely the fit makes them: the fit is not written for
-    such requests, and a plan names what it is for where a hobby or a knee does not."""
-
-    types: frozenset[Name] = frozenset()
-    at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-
-
 class FittedRelevanceSpec(_Model):
     """A relevance fitted to written scenarios (``gateway.memory.fitted``): one weight a
     dimension of ``embedder``'s vectors for their products, one for the memory's vector and
@@ -1100,7 +1088,6 @@ class FittedRelevanceSpec(_Model):
     # the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
     someone_close: SomeoneCloseSpec = SomeoneCloseSpec()
-    plans_in_scope: PlansInScopeSpec = PlansInScopeSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:
@@ -1166,6 +1153,14 @@ class RelevanceSpec(_Model):
     # to VS Code" for setting up a debugger in a project). Names the policy has no topic of
     # are passed over (an overlay may replace the topics).
     tools_in_projects: tuple[Name, ...] = ()
+    # ... and for what the user works towards in that very project: a memory of one of
+    # these types (a plan, a goal) that names the project the request is sent with
+    # ("Goal: launch the raftbook booking flow by the end of July", for the coming weeks'
+    # plan of raftbook; ``names_project``), while it runs. The name says which project it
+    # is for; the fitted relevance does not: it rates a dated goal of the user's life (a
+    # wedding to lose weight for) about as likely for a week's work as the work's own
+    # deadlines, so no other plan reaches a project's or a task's request by it.
+    project_plans: frozenset[Name] = frozenset()
     # Likewise in a request naming one of these tasks ("work"): a handover of patients'
     # health or a class handout is the work's subject, not the user's, so the user's bad back
     # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still
@@ -1662,6 +1657,17 @@ def without_project(text: str, project_id: str) -> str:
     return text
 
 
+def names_project(text: str, project_id: str) -> bool:
+    """Whether the text names the project by its id, written with its separators or
+    others ("kestrel-web", "Kestrel Web", "kestrel_web"), case aside; a part of the id
+    alone ("web") is no name of it."""
+    parts = [re.escape(p) for p in re.split(r"[-_.\s]+", project_id) if p]
+    if not parts:
+        return False
+    name = r"[-_.\s]?".join(parts)
+    return re.search(rf"(?<![A-Za-z0-9]){name}(?![A-Za-z0-9])", text, flags=re.I) is not None
+
+
 def shares_a_name(newer: str, older: str) -> bool:
     """Whether two texts write one name alike ("JSON", "Google Docs", "Gatsby"): with a
     capital or a digit inside it, or a capital that one of them writes inside a sentence
@@ -1999,6 +2005,24 @@ _TOGETHER: dict[tuple[str, ...], frozenset[str]] = {
 }
 
 
+def _parts_of_a_whole(layers: list[_Layer]) -> Iterator[tuple[Loc, str]]:
+    """A layer setting some of the keys that go together (``_TOGETHER``) but not the
+    ``weights`` of the fit: the rest would be dropped with the fit it replaces, and the fit
+    turned off unasked (a layer meaning to drop the directions alone, say)."""
+    for path, keys in _TOGETHER.items():
+        for layer in layers:
+            node: Any = layer.data
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict) and keys.intersection(node) and "weights" not in node:
+                first = sorted(keys.intersection(node))[0]
+                yield (
+                    (*path, first),
+                    "a fit's keys are replaced together: set weights too (an empty list "
+                    "turns the fit off)",
+                )
+
+
 def _merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
     """Mappings merge key by key, but for keys that belong together (``_TOGETHER``);
     anything else (lists included) is replaced whole."""
@@ -2018,7 +2042,7 @@ def _build(layers: list[_Layer]) -> Policy:
     data: dict[Any, Any] = {}
     for layer in layers:
         data = _merge(data, layer.data)
-    problems: list[tuple[Loc, str]] = []
+    problems: list[tuple[Loc, str]] = list(_parts_of_a_whole(layers))
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
@@ -2162,12 +2186,8 @@ def _cross_check(policy: Policy) -> Iterator[tuple[Loc, str]]:
 def _check_types(policy: Policy) -> Iterator[tuple[Loc, str]]:
     if not policy.types:
         yield ("types",), "at least one memory type is required"
-    plans = policy.recall.relevance.fitted.plans_in_scope
-    for name in sorted(plans.types - policy.types.keys()):
-        yield (
-            ("recall", "relevance", "fitted", "plans_in_scope", "types"),
-            f"unknown memory type {name!r}",
-        )
+    for name in sorted(policy.recall.relevance.project_plans - policy.types.keys()):
+        yield ("recall", "relevance", "project_plans"), f"unknown memory type {name!r}"
     for name, spec in policy.types.items():
         if spec.tier == "time_limited" and spec.ttl_days is None:
             yield ("types", name, "tier"), "a time_limited type needs ttl_days"

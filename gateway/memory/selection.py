@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.memory import inject
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, RecallSpec, normalize, plain_words
+from gateway.memory.policy import Policy, RecallSpec, names_project, normalize, plain_words
 from gateway.memory.records import Memory
 from gateway.memory.textsearch import name_words, opens_with_someone, romanized
 from gateway.memory.textsearch import tokens as text_tokens
@@ -147,6 +147,7 @@ def first_failure(
         task=ident.task,
         general=general,
         close=close,
+        project_plan=_project_plan(m, ident, policy.recall.relevance.project_plans),
         due=_due(m, policy.recall.relevance.due_within_days),
         subject_words=policy.vocabulary,
         keywords=policy.keywords,
@@ -156,6 +157,17 @@ def first_failure(
     if m.status != "active" or m.superseded_by:
         return "superseded"
     return None
+
+
+def _project_plan(memory: Memory, ident: Identity, types: frozenset[str]) -> bool:
+    """A plan or goal of the user's life (``RelevanceSpec.project_plans``) naming the project
+    the request is sent with."""
+    return (
+        ident.project_id is not None
+        and memory.scope == "global"
+        and memory.type in types
+        and names_project(memory.content, ident.project_id)
+    )
 
 
 def _due(memory: Memory, within_days: int) -> bool:
@@ -180,6 +192,7 @@ def relevant(
     task: str | None = None,
     general: bool = False,
     close: bool = False,
+    project_plan: bool = False,
     due: bool = False,
     subject_words: frozenset[str] = frozenset(),
     keywords: frozenset[str] = frozenset(),
@@ -187,7 +200,9 @@ def relevant(
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names (in either script: ``_names_meet``), about someone the user names where
-    the request is about someone ``close`` (``SomeoneCloseSpec``), or sharing several
+    the request is about someone ``close`` (``SomeoneCloseSpec``), a plan naming the
+    project the request is sent with (``project_plan``: RelevanceSpec.project_plans), or
+    sharing several
     content words with a meaning that is not unrelated
     (one, for a memory said for the coming days: ``due``; ``subject_words`` are the words
     the topics and slots read as subjects, which such a memory about other topics may not
@@ -237,16 +252,9 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
-    plans = bar.fitted.plans_in_scope
-    if (
-        not linked
-        and cand.fitted is not None
-        and plans.at is not None
-        and cand.fitted >= plans.at
-        and cand.memory.type in plans.types
-    ):
-        # in a project or a task, what the user works towards is often the work itself
-        # ("launch the booking flow by July" for the next weeks' plan): PlansInScopeSpec
+    if project_plan:
+        # in a project, what the user works towards there, naming it ("launch the raftbook
+        # booking flow by July"), is about that work (RelevanceSpec.project_plans)
         return True
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
