@@ -99,6 +99,7 @@ def _pairwise(spec: FittedRelevanceSpec, queries: np.ndarray, memories: np.ndarr
     """The likelihood the spec gives each request of its own memory (row i with row i)."""
     relevance = FittedRelevance(spec, _Named(spec.embedder, queries.shape[1]))  # type: ignore[arg-type]
     rows = [relevance.likelihoods(q, m[None, :]) for q, m in zip(queries, memories, strict=True)]
+    assert all(r is not None for r in rows)
     return np.array([float(r[0]) for r in rows if r is not None])
 
 

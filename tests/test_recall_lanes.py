@@ -3122,7 +3122,8 @@ def test_a_fear_or_a_device_reaches_the_journey_it_bears_on(gateway: Gateway) ->
     sights = ask(me, "First time in Sydney and I've only got one full day. What should I do?")
     assert me.injected(sights) == [heights]
     security = ask(me, "Anything I should know about getting through airport security at Narita?")
-    assert pacer in me.injected(security)
+    # the false recall the README records, pinned so that a change to it is seen
+    assert set(me.injected(security)) == {pacer, heights}
     assert me.injected(ask(me, "How do I fix this SQL query that returns duplicate rows?")) == []
 
 

@@ -226,8 +226,10 @@ def test_a_plan_naming_the_project_meets_that_projects_requests(policy: Policy) 
     kestrel = Identity("t", "u", "kestrel-web", "on", "tr_kestrel")
     work = Identity("t", "u", None, "on", "tr_work2", task="work")
 
-    def aim(text: str, kind: str = "goal", **fields: object) -> Candidate:
-        cand = topical(text, 0.2, vector=0.05, type=kind, **fields)
+    floor = policy.recall.relevance.shared_terms_min_similarity
+
+    def aim(text: str, kind: str = "goal", vector: float = floor, **fields: object) -> Candidate:
+        cand = topical(text, 0.2, vector=vector, type=kind, **fields)
         cand.off_topic, cand.fitted = True, 0.01
         return cand
 
@@ -243,6 +245,37 @@ def test_a_plan_naming_the_project_meets_that_projects_requests(policy: Policy) 
     assert first_failure(aim(launch, "profile"), policy, raftbook, NOW, words) == "threshold"
     ended = aim(launch, expires_at=NOW - timedelta(days=1))
     assert first_failure(ended, policy, raftbook, NOW, words) == "expired"
+    # a one-word id is often an everyday word: a meaning unrelated to the request's keeps
+    # the plan out ("a new mobile phone for mum" in project "mobile")
+    mobile = Identity("t", "u", "mobile", "on", "tr_mobile")
+    phone = "Plan: buy my mum a new mobile phone for her birthday"
+    assert first_failure(aim(phone, vector=floor - 0.01), policy, mobile, NOW, words) == (
+        "threshold"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "project", "named"),
+    [
+        ("Goal: launch the raftbook booking flow", "raftbook", True),
+        ("RaftBook beta 下周上线", "raftbook", True),
+        ("七月底之前想给barrica加一个网页界面", "barrica", True),
+        ("Kestrel Web 1.0 by June", "kestrel-web", True),
+        ("KestrelWeb 1.0 by June", "kestrel-web", True),
+        ("kestrel_web by June", "kestrel-web", True),
+        ("ship raftbook.", "raftbook", True),
+        ("a web page by June", "kestrel-web", False),
+        ("kestrel-web-v2 comes next", "kestrel-web", False),
+        ("rafting book club", "raftbook", False),
+        ("my-raftbook-fork", "raftbook", False),
+    ],
+)
+def test_a_project_is_named_by_its_id_in_its_spellings(
+    text: str, project: str, named: bool
+) -> None:
+    from gateway.memory.policy import names_project
+
+    assert names_project(text, project) is named
 
 
 def test_the_users_tools_meet_a_projects_code_and_a_coding_task(policy: Policy) -> None:

@@ -45,7 +45,7 @@ class FittedRelevance:
         # no weights for what a vector says alone: the products' terms only (the form before)
         self._memory = _or_zeros(spec.memory_weights, weights.size)
         self._request = _or_zeros(spec.request_weights, weights.size)
-        # no factors: no term across dimensions (the form before); none read for weights
+        # no factors: no term across dimensions (the form before); none kept for weights
         # that are not read
         self._request_factors = _rows(spec.request_factors if fits else (), weights.size)
         self._memory_factors = _rows(spec.memory_factors if fits else (), weights.size)

@@ -1050,22 +1050,20 @@ class FittedRelevanceSpec(_Model):
     dimension of ``embedder``'s vectors for their products, one for the memory's vector and
     one for the request's alone, directions of the request and of the memory whose products
     add to them (``request_factors``, ``memory_factors``), and a ``bias``, from which a
-    topical memory's
-    likelihood of being needed by a request follows. Where the request's words may link the
-    user's life at all (not for a memory of the user's life in a project, in a task of
-    ``meaning_only_in_tasks`` or in a question about how the world is), a memory at least
-    ``add_at`` likely is relevant, one about other topics than the request's only at
-    ``add_off_topic_at`` and when it shares with the request no word a topic or slot reads
-    as a subject (about other topics the two use it in two senses, and the shared word lifts
-    the likelihood: Java the island, Java at work), and one below ``drop_below`` is not,
-    unless it is in a slot, a
-    name both write links it, or it shares a topic with the request that is not one of
-    ``drop_through``: broad topics (food, health) hold facts of every kind, where a
-    shared topic says little; a narrow one (a pacemaker and airport security) is a link the
-    fit does not know better; nor a memory of one of the ``kept``
-    topics (an allergy, where food is shared). Names of either list the policy has no topic
-    of are passed over (an overlay may replace the topics). Weights for another embedder
-    than the gateway's, or none: off."""
+    topical memory's likelihood of being needed by a request follows. Where the request's
+    words may link the user's life at all (not for a memory of the user's life in a
+    project, in a task of ``meaning_only_in_tasks`` or in a question about how the world
+    is), a memory at least ``add_at`` likely is relevant, one about other topics than the
+    request's only at ``add_off_topic_at`` and when it shares with the request no word a
+    topic or slot reads as a subject (about other topics the two use it in two senses, and
+    the shared word lifts the likelihood: Java the island, Java at work), and one below
+    ``drop_below`` is not, unless it is in a slot, a name both write links it, or it shares
+    a topic with the request that is not one of ``drop_through``: broad topics (food,
+    health) hold facts of every kind, where a shared topic says little; a narrow one (a
+    pacemaker and airport security) is a link the fit does not know better; nor a memory of
+    one of the ``kept`` topics (an allergy, where food is shared). Names of either list the
+    policy has no topic of are passed over (an overlay may replace the topics). Weights for
+    another embedder than the gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()
@@ -1153,14 +1151,6 @@ class RelevanceSpec(_Model):
     # to VS Code" for setting up a debugger in a project). Names the policy has no topic of
     # are passed over (an overlay may replace the topics).
     tools_in_projects: tuple[Name, ...] = ()
-    # ... and for what the user works towards in that very project: a memory of one of
-    # these types (a plan, a goal) that names the project the request is sent with
-    # ("Goal: launch the raftbook booking flow by the end of July", for the coming weeks'
-    # plan of raftbook; ``names_project``), while it runs. The name says which project it
-    # is for; the fitted relevance does not: it rates a dated goal of the user's life (a
-    # wedding to lose weight for) about as likely for a week's work as the work's own
-    # deadlines, so no other plan reaches a project's or a task's request by it.
-    project_plans: frozenset[Name] = frozenset()
     # Likewise in a request naming one of these tasks ("work"): a handover of patients'
     # health or a class handout is the work's subject, not the user's, so the user's bad back
     # or a son's PhD does not reach it by a shared topic; a job fact close in meaning still
@@ -1168,6 +1158,15 @@ class RelevanceSpec(_Model):
     # reads as a subject (``due_within_days``: "the agency call"). Not a task about the
     # user's own life ("travel": the kids go on the ski trip).
     meaning_only_in_tasks: tuple[Name, ...] = ()
+    # In a project, though, a memory of one of these types (a plan, a goal) that names the
+    # project the request is sent with ("Goal: launch the raftbook booking flow by the end
+    # of July", for the coming weeks' plan of raftbook; ``names_project``) is about that
+    # work, while it runs and with a meaning not unrelated (``shared_terms_min_similarity``:
+    # a one-word id is often an everyday word, "shop"). The fitted relevance is read for
+    # no memory of the user's life in a project or such a task; tried for plans, it rated a
+    # dated goal of the user's life (a wedding to lose weight for) about as likely for a
+    # week's work as the work's own deadlines.
+    project_plans: frozenset[Name] = frozenset()
     general_questions: GeneralQuestionsSpec = GeneralQuestionsSpec()
     writing: WritingSpec = WritingSpec()
     resembled: ResembledTopicsSpec = ResembledTopicsSpec()
@@ -1651,21 +1650,30 @@ def without_project(text: str, project_id: str) -> str:
     "kestrel", "web"): every fact of a project names it, so its name is no particular thing
     two facts have in common (nor is a name in Chinese, "潭江桥": ``shares_a_name`` reads
     none)."""
-    parts = {project_id, *(p for p in re.split(r"[-_.\s]+", project_id) if len(p) > 2)}
+    parts = {project_id, *(p for p in _id_parts(project_id) if len(p) > 2)}
     for part in sorted(parts, key=len, reverse=True):
         text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(part)}(?![A-Za-z0-9])", " ", text, flags=re.I)
     return text
 
 
+def _id_parts(project_id: str) -> list[str]:
+    """A project id's words ("kestrel-web": "kestrel", "web")."""
+    return [p for p in re.split(r"[-_.\s]+", project_id) if p]
+
+
 def names_project(text: str, project_id: str) -> bool:
-    """Whether the text names the project by its id, written with its separators or
-    others ("kestrel-web", "Kestrel Web", "kestrel_web"), case aside; a part of the id
-    alone ("web") is no name of it."""
-    parts = [re.escape(p) for p in re.split(r"[-_.\s]+", project_id) if p]
+    """Whether the text names the project by its id, written with its separators, others
+    or none between its words ("kestrel-web", "Kestrel Web", "kestrel_web", "KestrelWeb"),
+    case aside; not a part of the id alone ("web"), nor the id inside a longer one
+    ("kestrel-web-v2"). A one-word id is often an everyday word too ("shop", "notes"):
+    what reads it says what else must hold (RelevanceSpec.project_plans)."""
+    parts = [re.escape(p) for p in _id_parts(project_id)]
     if not parts:
         return False
     name = r"[-_.\s]?".join(parts)
-    return re.search(rf"(?<![A-Za-z0-9]){name}(?![A-Za-z0-9])", text, flags=re.I) is not None
+    edge = r"[A-Za-z0-9]|[-_.][A-Za-z0-9]"
+    found = re.search(rf"(?<![A-Za-z0-9])(?<![A-Za-z0-9][-_.]){name}(?!{edge})", text, flags=re.I)
+    return found is not None
 
 
 def shares_a_name(newer: str, older: str) -> bool:
@@ -2003,24 +2011,27 @@ _TOGETHER: dict[tuple[str, ...], frozenset[str]] = {
         }
     ),
 }
+# ... and the key among them a layer setting any of them must set too, with why
+_TOGETHER_NEEDS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("recall", "relevance", "fitted"): (
+        "weights",
+        "a fit's keys are replaced together: set weights too (an empty list turns the fit off)",
+    ),
+}
 
 
 def _parts_of_a_whole(layers: list[_Layer]) -> Iterator[tuple[Loc, str]]:
-    """A layer setting some of the keys that go together (``_TOGETHER``) but not the
-    ``weights`` of the fit: the rest would be dropped with the fit it replaces, and the fit
-    turned off unasked (a layer meaning to drop the directions alone, say)."""
-    for path, keys in _TOGETHER.items():
+    """A layer setting some of the keys that go together (``_TOGETHER``) but not the one
+    they need (``_TOGETHER_NEEDS``): the rest would be dropped with what they replace (the
+    fit turned off unasked by a layer meaning to drop its directions alone)."""
+    for path, (needed, why) in _TOGETHER_NEEDS.items():
+        keys = _TOGETHER[path]
         for layer in layers:
             node: Any = layer.data
             for key in path:
                 node = node.get(key) if isinstance(node, dict) else None
-            if isinstance(node, dict) and keys.intersection(node) and "weights" not in node:
-                first = sorted(keys.intersection(node))[0]
-                yield (
-                    (*path, first),
-                    "a fit's keys are replaced together: set weights too (an empty list "
-                    "turns the fit off)",
-                )
+            if isinstance(node, dict) and keys.intersection(node) and needed not in node:
+                yield (*path, sorted(keys.intersection(node))[0]), why
 
 
 def _merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:

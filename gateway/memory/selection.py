@@ -202,11 +202,10 @@ def relevant(
     request names (in either script: ``_names_meet``), about someone the user names where
     the request is about someone ``close`` (``SomeoneCloseSpec``), a plan naming the
     project the request is sent with (``project_plan``: RelevanceSpec.project_plans), or
-    sharing several
-    content words with a meaning that is not unrelated
-    (one, for a memory said for the coming days: ``due``; ``subject_words`` are the words
-    the topics and slots read as subjects, which such a memory about other topics may not
-    share alone; ``keywords`` every word they read so, in either language).
+    sharing several content words with a meaning that is not unrelated (one, for a memory
+    said for the coming days: ``due``; ``subject_words`` are the words the topics and
+    slots read as subjects, which such a memory about other topics may not share alone;
+    ``keywords`` every word they read so, in either language).
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is not enough (but for a plan of the
@@ -252,9 +251,10 @@ def relevant(
         # how the world is ("Why do dogs wag their tails?"): the user's own dog is no part
         # of the answer, however close in meaning; only a name the request names links
         return False
-    if project_plan:
+    if project_plan and cand.vector >= bar.shared_terms_min_similarity:
         # in a project, what the user works towards there, naming it ("launch the raftbook
-        # booking flow by July"), is about that work (RelevanceSpec.project_plans)
+        # booking flow by July"), is about that work, its meaning not unrelated: a one-word
+        # id is often an everyday word too (RelevanceSpec.project_plans)
         return True
     if linked and cand.fitted is not None:
         # what written scenarios say of requests and memories like these (FittedRelevanceSpec):
