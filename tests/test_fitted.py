@@ -114,25 +114,11 @@ def test_the_fit_learns_what_one_dimension_of_the_request_calls_for_in_another()
     needed = queries[:, 0] * memories[:, 1] > 0.05
     flat = fit(queries, memories, needed, rank=0)
     assert flat.request_factors == flat.memory_factors == ()
-    flat_fit = FittedRelevanceSpec(
-        embedder="usem3q8",
-        weights=flat.weights,
-        memory_weights=flat.memory_weights,
-        request_weights=flat.request_weights,
-        bias=flat.bias,
-    )
+    flat_fit = FittedRelevanceSpec(embedder="usem3q8", **flat.layer_fields())
     assert _auc(_pairwise(flat_fit, queries, memories), needed) < 0.75
     fitted = fit(queries, memories, needed, rank=2)
     assert len(fitted.request_factors) == len(fitted.memory_factors) == 2
-    spec = FittedRelevanceSpec(
-        embedder="usem3q8",
-        weights=fitted.weights,
-        memory_weights=fitted.memory_weights,
-        request_weights=fitted.request_weights,
-        request_factors=fitted.request_factors,
-        memory_factors=fitted.memory_factors,
-        bias=fitted.bias,
-    )
+    spec = FittedRelevanceSpec(embedder="usem3q8", **fitted.layer_fields())
     likely = _pairwise(spec, queries, memories)
     flat_spec = spec.model_copy(update={"request_factors": (), "memory_factors": ()})
     without = _pairwise(flat_spec, queries, memories)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, get_args
+from typing import Annotated, Any, Literal, NamedTuple, NoReturn, get_args
 
 import ahocorasick  # type: ignore[import-not-found]
 import opencc
@@ -1995,25 +1995,31 @@ def _layer(text: str, filename: str) -> _Layer:
     return layer
 
 
-# Keys of a mapping that belong together: a layer setting any of them replaces them all, so
-# a fit written by another form of `memgate fit relevance` (weights and a bias only) is not
-# merged with the shipped fit's other weights into a model neither fitted.
-_TOGETHER: dict[tuple[str, ...], frozenset[str]] = {
-    ("recall", "relevance", "fitted"): frozenset(
-        {
-            "embedder",
-            "weights",
-            "memory_weights",
-            "request_weights",
-            "request_factors",
-            "memory_factors",
-            "bias",
-        }
-    ),
-}
-# ... and the key among them a layer setting any of them must set too, with why
-_TOGETHER_NEEDS: dict[tuple[str, ...], tuple[str, str]] = {
-    ("recall", "relevance", "fitted"): (
+class _Whole(NamedTuple):
+    """Keys of a mapping that belong together: a layer setting any of them replaces them
+    all, and must set ``needs`` among them (``why`` says so to whoever did not)."""
+
+    members: frozenset[str]
+    needs: str
+    why: str
+
+
+# A fit written by another form of `memgate fit relevance` (weights and a bias only) is not
+# merged with the shipped fit's other weights into a model neither fitted, and a layer
+# meaning to drop the fit's directions alone does not turn the fit off unasked.
+_TOGETHER: dict[tuple[str, ...], _Whole] = {
+    ("recall", "relevance", "fitted"): _Whole(
+        frozenset(
+            {
+                "embedder",
+                "weights",
+                "memory_weights",
+                "request_weights",
+                "request_factors",
+                "memory_factors",
+                "bias",
+            }
+        ),
         "weights",
         "a fit's keys are replaced together: set weights too (an empty list turns the fit off)",
     ),
@@ -2022,16 +2028,16 @@ _TOGETHER_NEEDS: dict[tuple[str, ...], tuple[str, str]] = {
 
 def _parts_of_a_whole(layers: list[_Layer]) -> Iterator[tuple[Loc, str]]:
     """A layer setting some of the keys that go together (``_TOGETHER``) but not the one
-    they need (``_TOGETHER_NEEDS``): the rest would be dropped with what they replace (the
-    fit turned off unasked by a layer meaning to drop its directions alone)."""
-    for path, (needed, why) in _TOGETHER_NEEDS.items():
-        keys = _TOGETHER[path]
+    they need."""
+    for path, whole in _TOGETHER.items():
         for layer in layers:
             node: Any = layer.data
             for key in path:
                 node = node.get(key) if isinstance(node, dict) else None
-            if isinstance(node, dict) and keys.intersection(node) and needed not in node:
-                yield (*path, sorted(keys.intersection(node))[0]), why
+            if isinstance(node, dict) and whole.needs not in node:
+                given = sorted(whole.members.intersection(node))
+                if given:
+                    yield (*path, given[0]), whole.why
 
 
 def _merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
@@ -2039,9 +2045,9 @@ def _merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
     anything else (lists included) is replaced whole."""
     if isinstance(base, dict) and isinstance(over, dict):
         merged = dict(base)
-        together = _TOGETHER.get(path, frozenset())
-        if together.intersection(over):
-            for key in together:
+        whole = _TOGETHER.get(path)
+        if whole is not None and whole.members.intersection(over):
+            for key in whole.members:
                 merged.pop(key, None)
         for key, value in over.items():
             merged[key] = _merge(merged[key], value, (*path, str(key))) if key in merged else value

@@ -560,17 +560,7 @@ def run_fit(*, scenarios: Sequence[str], out: str) -> int:
         return 2
     layer = {
         "recall": {
-            "relevance": {
-                "fitted": {
-                    "embedder": LocalEmbedder.model_id,
-                    "bias": fitted.bias,
-                    "weights": list(fitted.weights),
-                    "memory_weights": list(fitted.memory_weights),
-                    "request_weights": list(fitted.request_weights),
-                    "request_factors": [list(row) for row in fitted.request_factors],
-                    "memory_factors": [list(row) for row in fitted.memory_factors],
-                }
-            }
+            "relevance": {"fitted": {"embedder": LocalEmbedder.model_id, **fitted.layer_fields()}}
         }
     }
     header = (
