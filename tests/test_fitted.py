@@ -183,6 +183,8 @@ def test_weights_are_read_only_for_the_embedder_they_were_fitted_with() -> None:
     ("fields", "problem"),
     [
         ({"add_at": 0.2, "drop_below": 0.3}, "drop_below must be below add_at"),
+        ({"drop_below": 0.1, "drop_shared_below": 0.2}, "not be above drop_below"),
+        ({"drop_shared_below": -0.1}, "greater than or equal to 0"),
         ({"weights": (1.0, 2.0)}, "need the embedder"),
         ({"embedder": "usem3q8", "weights": (1.0, float("nan"))}, "finite"),
         ({"embedder": "usem3q8", "weights": (1.0, 2.0), "memory_weights": (1.0,)}, "memory_"),

@@ -2444,14 +2444,69 @@ def test_a_request_reaches_what_requests_like_it_call_for(gateway: Gateway, poli
     assert me.injected(code) == []
 
 
-def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway) -> None:
+def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway, policy: Policy) -> None:
+    """The pet's slot is no link here (no topic of the request names it), so the fit's low
+    likelihood drops it before the shared word is even counted (``test_selection`` holds
+    the shared-word rule on its own)."""
     me = User(gateway)
     pet = me.remember("My pet is a ball python named Monty", type="profile")
     raw = ask(me, "How do I read a JSON file in Python?")
     assert me.injected(raw) == []
     [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == pet]
     assert cand["scores"]["text"] > 0 and cand["reason"] == "threshold"
-    assert cand["shared_terms"] == 1
+    assert cand["slot"] is not None and cand["topics"] == []
+    assert cand["fitted"] < policy.recall.relevance.fitted.drop_below
+
+
+def test_three_diet_rules_all_reach_a_dinner_menu(gateway: Gateway, policy: Policy) -> None:
+    """Three memories pass for a menu and the fit is sure of the one ranked third: a short
+    list keeps it (``topical.sure_at``), though it ranks too far below the best for
+    ``close_within``."""
+    lane = policy.recall.topical
+    assert lane.sure_at is not None
+    me = User(gateway)
+    rules = [
+        me.remember("I don't eat pork, never have", type="profile"),
+        me.remember("我乳糖不耐受，喝牛奶会肚子疼", type="profile"),
+        me.remember("Coriander tastes like soap to me", type="profile"),
+    ]
+    me.remember("I drive a 2015 Skoda Octavia", type="profile")
+    raw = ask(me, "Six friends are coming over for dinner on Saturday. Can you plan a menu?")
+    assert sorted(me.injected(raw)) == sorted(rules)
+    cands = sorted(
+        (c for c in me.trace(raw)["candidates"] if c["id"] in rules),
+        key=lambda c: c["scores"]["fused"],
+        reverse=True,
+    )
+    # the third: too far below the best to be close, of a topic the first two cover
+    best, _, third = cands
+    assert best["scores"]["fused"] - third["scores"]["fused"] > lane.close_within
+    assert third["topics"] == ["food"] and third["fitted"] >= lane.sure_at
+
+
+def test_a_topic_a_stray_word_shares_is_no_link_the_fit_rates_unlikely(
+    gateway: Gateway, policy: Policy
+) -> None:
+    """What the user's family does shares a topic with many requests by one word (music, a
+    course of study): below ``drop_shared_below`` that link says nothing, while a narrow
+    topic (a railcard for a train journey: ``test_a_walk_or_a_journey...``) still links."""
+    fitted = policy.recall.relevance.fitted
+    assert fitted.drop_shared_below is not None
+    me = User(gateway)
+    kai = me.remember("My son Kai is learning the guitar", type="profile")
+    evening = ask(me, "I've finally got a free evening to myself. How should I unwind?")
+    assert me.injected(evening) == []
+    [cand] = [c for c in me.trace(evening)["candidates"] if c["id"] == kai]
+    assert cand["topics"] == ["music"] and cand["reason"] == "threshold"
+    assert cand["fitted"] < fitted.drop_shared_below
+    other = User(gateway)
+    daughter = other.remember("My daughter studies accounting in Leeds", type="profile")
+    plan = ask(other, "帮我做一个一个月的 Excel 学习计划，每天半小时")
+    assert other.injected(plan) == []
+    [cand] = [c for c in other.trace(plan)["candidates"] if c["id"] == daughter]
+    assert cand["topics"] == ["study"] and cand["fitted"] < fitted.drop_shared_below
+    # ... while what she studies still reaches a request about her
+    assert other.injected(ask(other, "我女儿期末考试前压力很大，我能怎么帮她？")) == [daughter]
 
 
 def test_a_text_to_write_is_linked_by_who_it_is_for_not_its_subject(gateway: Gateway) -> None:

@@ -103,6 +103,38 @@ def test_a_third_topical_memory_only_when_it_ranks_close_to_the_best(spec: Recal
     assert far[2].reason == "limit"
 
 
+def test_a_short_list_keeps_a_third_memory_the_fit_is_sure_of(spec: RecallSpec) -> None:
+    """Past topical.max, ranked far from the best: with no more than close_max passing, a
+    memory the fitted relevance rates at least sure_at likely still gets a place (three diet
+    rules for a dinner menu); one less likely does not, nor does any among more passing (a
+    user with many memories: the cut keeps the best of them)."""
+    lane = spec.topical
+    assert lane.sure_at is not None and lane.close_max == 3
+    gap = lane.fresh_within + 0.05  # past close and fresh
+
+    def passing(n: int, third: float) -> list[Candidate]:
+        cands = [topical(f"rule {i}", 0.8 - i * gap) for i in range(n)]
+        for cand in cands:
+            cand.fitted = 0.99
+        cands[2].fitted = third
+        return cands
+
+    sure = passing(3, lane.sure_at)
+    assert len(select(sure, spec, "gpt-4o-mini").injected) == 3
+    unsure = passing(3, lane.sure_at - 0.01)
+    assert len(select(unsure, spec, "gpt-4o-mini").injected) == 2
+    assert unsure[2].reason == "limit"
+    many = passing(4, 0.99)
+    assert len(select(many, spec, "gpt-4o-mini").injected) == 2
+    assert many[2].reason == many[3].reason == "limit"
+    # ... and never a memory the fit did not rate
+    unrated = passing(3, 0.99)
+    unrated[2].fitted = None
+    assert len(select(unrated, spec, "gpt-4o-mini").injected) == 2
+    off = spec.model_copy(update={"topical": lane.model_copy(update={"sure_at": None})})
+    assert len(select(passing(3, 0.99), off, "gpt-4o-mini").injected) == 2
+
+
 def test_the_token_budget_leaves_out_what_does_not_fit(spec: RecallSpec) -> None:
     long = topical("I am allergic to peanuts " * 20, 0.9)
     short = topical("I have a cat named Mochi", 0.8)
@@ -845,19 +877,60 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     read = allergy(fitted.drop_below - 0.01)
     read.memory.topics = ["food", "allergy"]
     assert first_failure(read, policy, LIFE, NOW, menu) is None
-    # a narrow topic shared (a pacemaker and airport security) or a slot's links stand
+    # a narrow topic shared (a pacemaker and airport security, a hearing aid and a phone
+    # call) stands, however unlikely the fit
     pacer = topical("I've had a pacemaker since 2021", 0.1, vector=0.0)
     pacer.topics, pacer.fitted = ("implants",), 0.01
-    assert "implants" not in fitted.drop_through
-    # ... as does a child: the children's ages are what a day out with them needs first
-    ages = topical("Noor is 6 and Sami is 3", 0.1, vector=0.0)
-    ages.topics, ages.fitted = ("child",), 0.01
-    assert "child" not in fitted.drop_through
-    assert first_failure(ages, policy, LIFE, NOW, frozenset({"weekend", "kids"})) is None
+    assert "implants" not in fitted.drop_through and "implants" in fitted.narrow
     assert first_failure(pacer, policy, LIFE, NOW, frozenset({"airport"})) is None
+    aid = topical("I wear a hearing aid in my left ear", 0.1, vector=0.0)
+    aid.topics, aid.fitted = ("hearing",), 0.01
+    assert "hearing" in fitted.narrow
+    assert first_failure(aid, policy, LIFE, NOW, frozenset({"phone", "bank"})) is None
+    # ... but any other topic shared says little below drop_shared_below: a stray word
+    # links what the user or the family does as often as its meaning does (a son learning
+    # the guitar for a free evening of the user's own)
+    assert fitted.drop_shared_below is not None
+    assert fitted.drop_shared_below <= fitted.drop_below
+
+    def guitar(likely: float) -> Candidate:
+        cand = topical("Kai is learning the guitar", 0.1, vector=0.0)
+        cand.topics, cand.fitted = ("music",), likely
+        return cand
+
+    evening = frozenset({"evening", "unwind"})
+    assert "music" not in (*fitted.drop_through, *fitted.narrow)
+    assert first_failure(guitar(fitted.drop_shared_below), policy, LIFE, NOW, evening) is None
+    below = fitted.drop_shared_below - 0.01
+    assert first_failure(guitar(below), policy, LIFE, NOW, evening) == "threshold"
+    off = bar.model_copy(update={"fitted": fitted.model_copy(update={"drop_shared_below": None})})
+    unset = policy.model_copy(
+        update={"recall": policy.recall.model_copy(update={"relevance": off})}
+    )
+    assert first_failure(guitar(0.0), unset, LIFE, NOW, evening) is None
+    # ... nor is a memory of a kept topic dropped: a blood thinner is what a question on a
+    # painkiller needs, however the fit reads its wording
+    thinner = topical("I take apixaban twice a day for my AFib", 0.1, vector=0.0)
+    thinner.memory.topics = ["health", "heart"]
+    thinner.topics, thinner.fitted = ("health",), 0.01
+    assert "heart" in fitted.kept
+    assert first_failure(thinner, policy, LIFE, NOW, frozenset({"ibuprofen"})) is None
+    thinner.memory.topics = ["health"]
+    assert first_failure(thinner, policy, LIFE, NOW, frozenset({"ibuprofen"})) == "threshold"
+    # a slot's link stands when a topic naming the slot is the link (the weather "here")
     home = topical("I live in Leith", 0.1, vector=0.0, slot="location")
     home.topics, home.fitted = ("place",), 0.01
+    assert "place" in policy.slot_topics["location"]
     assert first_failure(home, policy, LIFE, NOW, frozenset({"weather"})) is None
+    # ... not another topic its words happen to hold: learning Rust to rewrite a flight
+    # log is no link to a trip's flights
+    rust = topical("I'm learning Rust to rewrite my flight-log app", 0.1, vector=0.0)
+    rust.memory.slot = "programming_language"
+    rust.topics, rust.fitted = ("transport",), 0.08
+    assert "transport" not in policy.slot_topics.get("programming_language", frozenset())
+    assert first_failure(rust, policy, LIFE, NOW, frozenset({"flights", "scotland"})) == (
+        "threshold"
+    )
     # a name both write links whatever the likelihood
     leo = Candidate(memory("My son Leo is dyslexic"), 0.2, 3.0, 0.2)
     leo.fitted = 0.01

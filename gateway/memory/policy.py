@@ -1057,13 +1057,16 @@ class FittedRelevanceSpec(_Model):
     request's only at ``add_off_topic_at`` and when it shares with the request no word a
     topic or slot reads as a subject (about other topics the two use it in two senses, and
     the shared word lifts the likelihood: Java the island, Java at work), and one below
-    ``drop_below`` is not, unless it is in a slot, a name both write links it, or it shares
-    a topic with the request that is not one of ``drop_through``: broad topics (food,
-    health) hold facts of every kind, where a shared topic says little; a narrow one (a
-    pacemaker and airport security) is a link the fit does not know better; nor a memory of
-    one of the ``kept`` topics (an allergy, where food is shared). Names of either list the
-    policy has no topic of are passed over (an overlay may replace the topics). Weights for
-    another embedder than the gateway's, or none: off."""
+    ``drop_below`` is not, unless it is in a slot linked by a topic naming the slot, a name
+    both write links it, or it shares a topic with the request that is not one of
+    ``drop_through``: broad topics (food, health) hold facts of every kind, where a shared
+    topic says little. Below ``drop_shared_below`` any shared topic but a ``narrow`` one
+    says as little (a stray word links what the user does as often as its meaning does); a
+    narrow one (a pacemaker and airport security) is a need the fit does not know better.
+    Nor is a memory of one of the ``kept`` topics dropped (an allergy, where food is
+    shared). Names of these lists the policy has no topic of are passed over (an overlay
+    may replace the topics). Weights for another embedder than the gateway's, or none:
+    off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()
@@ -1085,12 +1088,21 @@ class FittedRelevanceSpec(_Model):
     # dropped by ``drop_below``: an allergy is what a shared food topic is there for, which
     # the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
+    # ... and a memory sharing only other topics than ``narrow`` ones is not relevant below
+    # this likelihood (none: never): a topic of what the user does (study, travel, the
+    # children) holds facts of every kind too, which a likelihood this low says the request
+    # does not need; a narrow one (a hearing aid for a phone call) is a need the fit does
+    # not know better
+    drop_shared_below: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
+    narrow: frozenset[Name] = frozenset()
     someone_close: SomeoneCloseSpec = SomeoneCloseSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> FittedRelevanceSpec:
         if self.drop_below >= self.add_at:
             raise ValueError("drop_below must be below add_at")
+        if self.drop_shared_below is not None and self.drop_shared_below > self.drop_below:
+            raise ValueError("drop_shared_below must not be above drop_below")
         if self.weights and not self.embedder:
             raise ValueError("weights need the embedder they were fitted for")
         alone = (*self.memory_weights, *self.request_weights)
@@ -1186,6 +1198,10 @@ class TopicalLaneSpec(LaneSpec):
     # ... or within ``fresh_within`` when the memory brings a topic of the request that none
     # of those taken so far shares: another side of the request, not a second memory of one
     fresh_within: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    # ... or, when no more than ``close_max`` pass relevance, for one the fitted relevance
+    # rates at least this likely (FittedRelevanceSpec; none: never): a cut is there to keep
+    # the best of many, and a short list has none to spare
+    sure_at: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 
 
 class TypicalitySpec(_Model):
@@ -1431,6 +1447,15 @@ class Policy(_Model):
     @cached_property
     def one_valued_slots(self) -> frozenset[str]:
         return frozenset(s.name for s in self.slots if s.values == "one")
+
+    @cached_property
+    def slot_topics(self) -> dict[str, frozenset[str]]:
+        """Each slot's topics: those that name it (``TopicSpec.slots``)."""
+        named: dict[str, set[str]] = {}
+        for topic in self.topics:
+            for slot in topic.slots:
+                named.setdefault(slot, set()).add(topic.name)
+        return {slot: frozenset(topics) for slot, topics in named.items()}
 
     @cached_property
     def tool_slots(self) -> frozenset[str]:

@@ -6,9 +6,10 @@ recaller (``gateway.memory.recall``) finds the candidates and applies what this 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gateway.memory import inject
@@ -152,6 +153,7 @@ def first_failure(
         subject_words=policy.vocabulary,
         keywords=policy.keywords,
         tool_slots=policy.tool_slots,
+        slot_topics=policy.slot_topics,
     ):
         return "threshold"
     if m.status != "active" or m.superseded_by:
@@ -197,6 +199,7 @@ def relevant(
     subject_words: frozenset[str] = frozenset(),
     keywords: frozenset[str] = frozenset(),
     tool_slots: frozenset[str] = frozenset(),
+    slot_topics: Mapping[str, frozenset[str]] = MappingProxyType({}),
 ) -> bool:
     """Related in meaning, about a topic of the request, naming someone or somewhere the
     request names (in either script: ``_names_meet``), about someone the user names where
@@ -288,17 +291,27 @@ def relevant(
             and who not in keywords
         ):
             return True
-        # ... and one they make unlikely is not, but for a memory in a slot, which says where
-        # the user lives, works or what they use, and whose slot's topic is the link (the
-        # weather "here", format-on-save in an editor), and one sharing a narrow topic with
-        # the request (a pacemaker and airport security): only a broad one says little.
-        # Nor one the request must not miss (an allergy where food is shared: the fit reads
-        # its wording, not what it means for a menu)
+        # ... and one they make unlikely is not, but for a memory in a slot linked by a topic
+        # naming the slot, which says where the user lives, works or what they use (the
+        # weather "here", format-on-save in an editor; not "learning Rust to rewrite my
+        # flight log" for a trip's flights), and one sharing a topic with the request that
+        # says more than the fit: only a broad one (drop_through) says little, and any but
+        # a narrow one (a pacemaker and airport security) little more at a lower
+        # likelihood (drop_shared_below). Nor one the request must not miss (an allergy
+        # where food is shared: the fit reads its wording, not what it means for a menu)
+        fit = bar.fitted
+        slot = cand.memory.slot
         if (
-            cand.fitted < bar.fitted.drop_below
-            and cand.memory.slot is None
-            and all(t in bar.fitted.drop_through for t in cand.topics)
-            and not (cand.topics and bar.fitted.kept.intersection(cand.memory.topics))
+            (slot is None or slot_topics.get(slot, frozenset()).isdisjoint(cand.topics))
+            and not (cand.topics and fit.kept.intersection(cand.memory.topics))
+            and (
+                (cand.fitted < fit.drop_below and all(t in fit.drop_through for t in cand.topics))
+                or (
+                    fit.drop_shared_below is not None
+                    and cand.fitted < fit.drop_shared_below
+                    and fit.narrow.isdisjoint(cand.topics)
+                )
+            )
         ):
             return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
@@ -420,6 +433,9 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
     # ... and further when it brings a subject of the request that none taken so far covers
     # (a knee injury beside two fitness preferences for a workout plan)
     fresh_bar = topical[0].fused - max(close.fresh_within, close.close_within) if topical else 0.0
+    # ... and, when only a few pass, for one the fit is sure of (a third food rule for a
+    # dinner menu, a padel habit beside an ankle sprain for ankle exercises)
+    sure = close.sure_at if len(topical) <= close.close_max else None
     for lane, group, lines in (
         (TOPICAL, topical, chosen.fact_lines),
         (STANDING, standing, chosen.standing_lines),
@@ -432,7 +448,10 @@ def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Sel
             over = taken >= lane_max and not (
                 lane == TOPICAL
                 and taken < close.close_max
-                and cand.fused >= (fresh_bar if fresh else close_bar)
+                and (
+                    cand.fused >= (fresh_bar if fresh else close_bar)
+                    or (sure is not None and cand.fitted is not None and cand.fitted >= sure)
+                )
             )
             if over or len(chosen.injected) >= spec.max_memories:
                 cand.reason = "limit"
