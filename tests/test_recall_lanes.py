@@ -2444,18 +2444,28 @@ def test_a_request_reaches_what_requests_like_it_call_for(gateway: Gateway, poli
     assert me.injected(code) == []
 
 
-def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway, policy: Policy) -> None:
-    """The pet's slot is no link here (no topic of the request names it), so the fit's low
-    likelihood drops it before the shared word is even counted (``test_selection`` holds
-    the shared-word rule on its own)."""
+def test_one_incidental_shared_word_is_not_relevance(gateway: Gateway) -> None:
     me = User(gateway)
     pet = me.remember("My pet is a ball python named Monty", type="profile")
     raw = ask(me, "How do I read a JSON file in Python?")
     assert me.injected(raw) == []
     [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == pet]
     assert cand["scores"]["text"] > 0 and cand["reason"] == "threshold"
-    assert cand["slot"] is not None and cand["topics"] == []
-    assert cand["fitted"] < policy.recall.relevance.fitted.drop_below
+    assert cand["shared_terms"] == 1
+
+
+def test_the_language_the_user_codes_in_reaches_a_coding_question(
+    gateway: Gateway, policy: Policy
+) -> None:
+    """No topic names the programming-language slot, so such a memory keeps a slot's link
+    to a coding question however unlikely the fit rates it (``drop_shared_below``)."""
+    assert "programming_language" not in policy.slot_topics
+    me = User(gateway)
+    rust = me.remember("I mostly code in Rust", type="preference")
+    raw = ask(me, "How do I parse command line arguments?")
+    assert me.injected(raw) == [rust]
+    [cand] = [c for c in me.trace(raw)["candidates"] if c["id"] == rust]
+    assert cand["slot"] == "programming_language" and cand["topics"] == ["coding"]
 
 
 def test_three_diet_rules_all_reach_a_dinner_menu(gateway: Gateway, policy: Policy) -> None:

@@ -922,15 +922,19 @@ def test_how_likely_a_fitted_relevance_says_it_is_needed_decides(policy: Policy)
     home.topics, home.fitted = ("place",), 0.01
     assert "place" in policy.slot_topics["location"]
     assert first_failure(home, policy, LIFE, NOW, frozenset({"weather"})) is None
-    # ... not another topic its words happen to hold: learning Rust to rewrite a flight
-    # log is no link to a trip's flights
-    rust = topical("I'm learning Rust to rewrite my flight-log app", 0.1, vector=0.0)
-    rust.memory.slot = "programming_language"
-    rust.topics, rust.fitted = ("transport",), 0.08
-    assert "transport" not in policy.slot_topics.get("programming_language", frozenset())
-    assert first_failure(rust, policy, LIFE, NOW, frozenset({"flights", "scotland"})) == (
-        "threshold"
-    )
+    # ... not another topic its words happen to hold: where the user lives is no link to
+    # the children's homework
+    moved = topical("We moved to Leith for the kids' school", 0.1, vector=0.0, slot="location")
+    moved.topics, moved.fitted = ("child_school",), 0.01
+    assert "child_school" not in policy.slot_topics["location"]
+    assert "child_school" not in (*fitted.drop_through, *fitted.narrow)
+    homework = frozenset({"homework", "fractions"})
+    assert first_failure(moved, policy, LIFE, NOW, homework) == "threshold"
+    # ... while a slot no topic names links through any (the language the user codes in)
+    rust = topical("I mostly code in Rust", 0.1, vector=0.0, slot="programming_language")
+    rust.topics, rust.fitted = ("coding",), 0.01
+    assert "programming_language" not in policy.slot_topics
+    assert first_failure(rust, policy, LIFE, NOW, frozenset({"parse", "arguments"})) is None
     # a name both write links whatever the likelihood
     leo = Candidate(memory("My son Leo is dyslexic"), 0.2, 3.0, 0.2)
     leo.fitted = 0.01

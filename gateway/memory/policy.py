@@ -1051,22 +1051,21 @@ class FittedRelevanceSpec(_Model):
     one for the request's alone, directions of the request and of the memory whose products
     add to them (``request_factors``, ``memory_factors``), and a ``bias``, from which a
     topical memory's likelihood of being needed by a request follows. Where the request's
-    words may link the user's life at all (not for a memory of the user's life in a
-    project, in a task of ``meaning_only_in_tasks`` or in a question about how the world
-    is), a memory at least ``add_at`` likely is relevant, one about other topics than the
-    request's only at ``add_off_topic_at`` and when it shares with the request no word a
-    topic or slot reads as a subject (about other topics the two use it in two senses, and
-    the shared word lifts the likelihood: Java the island, Java at work), and one below
-    ``drop_below`` is not, unless it is in a slot linked by a topic naming the slot, a name
-    both write links it, or it shares a topic with the request that is not one of
-    ``drop_through``: broad topics (food, health) hold facts of every kind, where a shared
-    topic says little. Below ``drop_shared_below`` any shared topic but a ``narrow`` one
-    says as little (a stray word links what the user does as often as its meaning does); a
-    narrow one (a pacemaker and airport security) is a need the fit does not know better.
+    words may link the user's life at all (not for a memory of the user's life in a project,
+    in a task of ``meaning_only_in_tasks`` or in a question about how the world is), a
+    memory at least ``add_at`` likely is relevant, one about other topics than the request's
+    only at ``add_off_topic_at`` and when it shares with the request no word a topic or slot
+    reads as a subject (about other topics the two use it in two senses, and the shared word
+    lifts the likelihood: Java the island, Java at work), and one below ``drop_below`` is
+    not, unless it is in a slot linked by a topic naming the slot (or in one no topic
+    names), a name both write links it, or it shares a topic with the request that is not
+    one of ``drop_through``: broad topics (food, health) hold facts of every kind, where a
+    shared topic says little. Below ``drop_shared_below`` any shared topic but a ``narrow``
+    one says as little (a stray word links what the user does as often as its meaning does);
+    a narrow one (a pacemaker and airport security) is a need the fit does not know better.
     Nor is a memory of one of the ``kept`` topics dropped (an allergy, where food is
-    shared). Names of these lists the policy has no topic of are passed over (an overlay
-    may replace the topics). Weights for another embedder than the gateway's, or none:
-    off."""
+    shared). Names of these lists the policy has no topic of are passed over (an overlay may
+    replace the topics). Weights for another embedder than the gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()
@@ -1085,14 +1084,14 @@ class FittedRelevanceSpec(_Model):
     drop_below: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.15
     drop_through: tuple[Name, ...] = ()
     # ... but a memory of one of these topics sharing a topic with the request is never
-    # dropped by ``drop_below``: an allergy is what a shared food topic is there for, which
-    # the fit does not read from its wording
+    # dropped by ``drop_below`` nor ``drop_shared_below``: an allergy is what a shared food
+    # topic is there for, which the fit does not read from its wording
     kept: frozenset[Name] = frozenset()
     # ... and a memory sharing only other topics than ``narrow`` ones is not relevant below
-    # this likelihood (none: never): a topic of what the user does (study, travel, the
-    # children) holds facts of every kind too, which a likelihood this low says the request
-    # does not need; a narrow one (a hearing aid for a phone call) is a need the fit does
-    # not know better
+    # this likelihood (none: never): a topic of what the user or the family does (study,
+    # music, the children) holds facts of every kind too, which a likelihood this low says
+    # the request does not need; a narrow one (a hearing aid for a phone call) is a need
+    # the fit does not know better
     drop_shared_below: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
     narrow: frozenset[Name] = frozenset()
     someone_close: SomeoneCloseSpec = SomeoneCloseSpec()

@@ -291,18 +291,21 @@ def relevant(
             and who not in keywords
         ):
             return True
-        # ... and one they make unlikely is not, but for a memory in a slot linked by a topic
-        # naming the slot, which says where the user lives, works or what they use (the
-        # weather "here", format-on-save in an editor; not "learning Rust to rewrite my
-        # flight log" for a trip's flights), and one sharing a topic with the request that
-        # says more than the fit: only a broad one (drop_through) says little, and any but
-        # a narrow one (a pacemaker and airport security) little more at a lower
-        # likelihood (drop_shared_below). Nor one the request must not miss (an allergy
-        # where food is shared: the fit reads its wording, not what it means for a menu)
+        # ... and one they make unlikely is not, but for a memory in a slot, which says where
+        # the user lives, works or what they use, linked by a topic naming the slot (the
+        # weather "here", format-on-save in an editor; not where the user lives for the
+        # children's homework) or in a slot no topic names (the language the user codes
+        # in), and one sharing a topic with the request that says more than the fit: only
+        # a broad one (drop_through) says little, and any but a narrow one (a pacemaker and
+        # airport security) little more at a lower likelihood (drop_shared_below). Nor one
+        # the request must not miss (an allergy where food is shared: the fit reads its
+        # wording, not what it means for a menu)
         fit = bar.fitted
         slot = cand.memory.slot
+        naming = slot_topics.get(slot) if slot is not None else None
+        by_slot = slot is not None and (naming is None or not naming.isdisjoint(cand.topics))
         if (
-            (slot is None or slot_topics.get(slot, frozenset()).isdisjoint(cand.topics))
+            not by_slot
             and not (cand.topics and fit.kept.intersection(cand.memory.topics))
             and (
                 (cand.fitted < fit.drop_below and all(t in fit.drop_through for t in cand.topics))
@@ -413,9 +416,10 @@ class Selection:
 def select(candidates: Sequence[Candidate], spec: RecallSpec, model: str) -> Selection:
     """Topical survivors first (best first, up to ``topical.max``, or ``close_max`` while
     they rank within ``close_within`` of the best, or ``fresh_within`` for one sharing a
-    topic with the request that none taken so far shares), then standing ones
-    (narrowest scope, then newest, up to ``standing.max``), all within
-    ``max_memories`` and the token budget. Marks each candidate left out with its reason
+    topic with the request that none taken so far shares, or for one the fit rates at
+    least ``sure_at`` likely when no more than ``close_max`` pass: a short list has none
+    to spare), then standing ones (narrowest scope, then newest, up to ``standing.max``),
+    all within ``max_memories`` and the token budget. Marks each candidate left out with its reason
     (``limit`` or ``budget``) and each one taken as injected."""
     # both blocks' headings counted from the start: the message may need only one
     used = inject.token_count([], [], model)
