@@ -110,7 +110,7 @@ def test_a_short_list_keeps_a_third_memory_the_fit_is_sure_of(spec: RecallSpec) 
     user with many memories: the cut keeps the best of them)."""
     lane = spec.topical
     assert lane.sure_at is not None and lane.close_max == 3
-    gap = lane.fresh_within + 0.05  # past close and fresh
+    gap = lane.close_within + 0.05  # past close (with no topics, fresh never applies)
 
     def passing(n: int, third: float) -> list[Candidate]:
         cands = [topical(f"rule {i}", 0.8 - i * gap) for i in range(n)]

@@ -1063,9 +1063,10 @@ class FittedRelevanceSpec(_Model):
     shared topic says little. Below ``drop_shared_below`` any shared topic but a ``narrow``
     one says as little (a stray word links what the user does as often as its meaning does);
     a narrow one (a pacemaker and airport security) is a need the fit does not know better.
-    Nor is a memory of one of the ``kept`` topics dropped (an allergy, where food is
-    shared). Names of these lists the policy has no topic of are passed over (an overlay may
-    replace the topics). Weights for another embedder than the gateway's, or none: off."""
+    Nor is a memory of one of the ``kept`` topics sharing a topic with the request dropped
+    (an allergy, where food is shared). Names of these lists the policy has no topic of are
+    passed over (an overlay may replace the topics). Weights for another embedder than the
+    gateway's, or none: off."""
 
     embedder: str = ""
     weights: tuple[float, ...] = ()

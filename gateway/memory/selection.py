@@ -208,7 +208,9 @@ def relevant(
     sharing several content words with a meaning that is not unrelated (one, for a memory
     said for the coming days: ``due``; ``subject_words`` are the words the topics and
     slots read as subjects, which such a memory about other topics may not share alone;
-    ``keywords`` every word they read so, in either language).
+    ``keywords`` every word they read so, in either language). ``slot_topics``: the topics
+    naming each slot (``Policy.slot_topics``); a slot it lacks, every slot when it is left
+    empty, is one no topic names.
 
     None of these depends on the index (a BM25 score does), and one shared incidental
     word ("python" the pet, "Python" the language) is not enough (but for a plan of the
