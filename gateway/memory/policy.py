@@ -1462,7 +1462,7 @@ class Policy(_Model):
         """The slots of the topics ``recall.relevance.tools_in_projects`` names (an editor,
         an OS, a spreadsheet program): what the user works with, whatever the project."""
         named = set(self.recall.relevance.tools_in_projects)
-        return frozenset(slot for t in self.topics if t.name in named for slot in t.slots)
+        return frozenset(slot for slot, topics in self.slot_topics.items() if topics & named)
 
 
 # --------------------------------------------------------------------------------------------

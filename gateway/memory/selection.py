@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.memory import inject
 from gateway.memory.identity import Identity
-from gateway.memory.policy import Policy, RecallSpec, names_project, normalize, plain_words
+from gateway.memory.policy import (
+    FittedRelevanceSpec,
+    Policy,
+    RecallSpec,
+    names_project,
+    normalize,
+    plain_words,
+)
 from gateway.memory.records import Memory
 from gateway.memory.textsearch import name_words, opens_with_someone, romanized
 from gateway.memory.textsearch import tokens as text_tokens
@@ -302,22 +309,7 @@ def relevant(
         # airport security) little more at a lower likelihood (drop_shared_below). Nor one
         # the request must not miss (an allergy where food is shared: the fit reads its
         # wording, not what it means for a menu)
-        fit = bar.fitted
-        slot = cand.memory.slot
-        naming = slot_topics.get(slot) if slot is not None else None
-        by_slot = slot is not None and (naming is None or not naming.isdisjoint(cand.topics))
-        if (
-            not by_slot
-            and not (cand.topics and fit.kept.intersection(cand.memory.topics))
-            and (
-                (cand.fitted < fit.drop_below and all(t in fit.drop_through for t in cand.topics))
-                or (
-                    fit.drop_shared_below is not None
-                    and cand.fitted < fit.drop_shared_below
-                    and fit.narrow.isdisjoint(cand.topics)
-                )
-            )
-        ):
+        if _unlikely(cand, cand.fitted, bar.fitted, slot_topics):
             return False
     if linked and cand.resembled and cand.vector >= bar.resembled.min_similarity:
         # about a topic that requests like this one call for ("下个月去重庆玩三天" and a knee
@@ -355,6 +347,28 @@ def relevant(
     if cand.text > 0 and cand.vector >= bar.shared_terms_min_similarity:
         return _shared_terms(cand, terms) >= bar.shared_terms
     return False
+
+
+def _unlikely(
+    cand: Candidate,
+    likely: float,
+    fit: FittedRelevanceSpec,
+    slot_topics: Mapping[str, frozenset[str]],
+) -> bool:
+    """Whether the fitted relevance's low ``likely`` outweighs what links ``cand``
+    (``relevant`` says why): no slot's own topic, no kept memory, and only broad topics
+    under ``drop_below`` or no narrow one under ``drop_shared_below``."""
+    slot, shared = cand.memory.slot, cand.topics
+    if slot is not None:
+        naming = slot_topics.get(slot)
+        if naming is None or not naming.isdisjoint(shared):
+            return False
+    if shared and fit.kept.intersection(cand.memory.topics):
+        return False
+    if likely < fit.drop_below and all(t in fit.drop_through for t in shared):
+        return True
+    shared_bar = fit.drop_shared_below
+    return shared_bar is not None and likely < shared_bar and fit.narrow.isdisjoint(shared)
 
 
 def _names_meet(
